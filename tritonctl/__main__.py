@@ -1,0 +1,3 @@
+from tritonctl.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""Load generation, measurement and configuration search."""

@@ -1,0 +1,1 @@
+"""The typer command-line interface: one module per command, each thin."""

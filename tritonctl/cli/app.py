@@ -1,0 +1,67 @@
+"""The ``tritonctl`` command: global options, error handling and sub-commands."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from tritonctl import __version__
+
+app = typer.Typer(
+    name="tritonctl",
+    help="Build, validate, serve and tune Triton model repositories.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+_state = {"debug": False}
+
+
+class CliError(Exception):
+    """An error for the user: printed as one line, exit code attached."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tritonctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+) -> None:
+    _state["debug"] = debug
+
+
+def _register_commands() -> None:
+    from tritonctl.cli import validate  # noqa: F401  (each module adds its command to ``app``)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register_commands()
+    try:
+        app(args=argv)  # click handles usage errors (exit 2) and typer.Exit itself
+    except CliError as exc:
+        _fail(str(exc), exc.exit_code, exc)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130, None)
+    except Exception as exc:
+        _fail(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)", 1, exc)
+
+
+def _fail(message: str, code: int, exc: BaseException | None) -> None:
+    if _state["debug"] and exc is not None:
+        import traceback
+
+        traceback.print_exception(exc)
+    typer.echo(f"error: {message}", err=True)
+    sys.exit(code)

@@ -1,0 +1,1 @@
+"""Build pipeline: PyTorch -> ONNX, ONNX fix-ups, ONNX -> TensorRT plan, accuracy checks."""

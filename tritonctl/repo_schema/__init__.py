@@ -1,0 +1,1 @@
+"""The model repository as data: config parsing with positions, rules, diagnostics."""

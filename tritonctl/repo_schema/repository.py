@@ -1,0 +1,111 @@
+"""The on-disk layout of a model repository: which directories are models,
+which config file each one uses, and its version directories."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from tritonctl.repo_schema import textproto
+from tritonctl.repo_schema.schema import model_config_pb2
+
+CONFIG_FILENAME = "config.pbtxt"
+# Subdirectories of a model that Triton never treats as versions (VP-01).
+SPECIAL_SUBDIRS = frozenset({"warmup", "initial_state", "configs"})
+
+
+@dataclass(frozen=True)
+class VersionDir:
+    """A subdirectory of a model directory and what Triton makes of its name (VP-02)."""
+
+    path: Path
+    version: int | None  # None: Triton ignores this directory
+    reason: str = ""  # why it is ignored, or how the name was read
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def parse_version_dir_name(name: str) -> tuple[int | None, str]:
+    """Triton reads version names with std::stoll after skipping leading-zero names."""
+    if len(name) > 1 and name.startswith("0"):
+        return None, "it has leading zeros"
+    match = re.match(r"[ \t]*[+-]?\d+", name)
+    if match is None:
+        return None, "it is not a number"
+    value = int(match.group())
+    if not -(2**63) <= value < 2**63:
+        return None, "the number is out of range"
+    if match.end() != len(name):
+        return value, f"Triton reads it as version {value} and ignores the rest of the name"
+    return value, ""
+
+
+def version_dirs(model_dir: Path) -> list[VersionDir]:
+    result = []
+    try:
+        entries = sorted(p for p in model_dir.iterdir() if p.is_dir())
+    except OSError:
+        return result
+    for path in entries:
+        if path.name in SPECIAL_SUBDIRS:
+            continue
+        version, reason = parse_version_dir_name(path.name)
+        result.append(VersionDir(path, version, reason))
+    return result
+
+
+def config_path_for(model_dir: Path, config_name: str | None = None) -> Path:
+    """The file Triton reads for this model (REPO-05): configs/<name>.pbtxt when it exists."""
+    if config_name:
+        custom = model_dir / "configs" / f"{config_name}.pbtxt"
+        if custom.is_file():
+            return custom
+    return model_dir / CONFIG_FILENAME
+
+
+@dataclass
+class ModelSource:
+    """One model directory and its config as written on disk."""
+
+    model_dir: Path
+    config_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model_dir.name
+
+    @cached_property
+    def config_path(self) -> Path:
+        return config_path_for(self.model_dir, self.config_name)
+
+    @cached_property
+    def has_config(self) -> bool:
+        return self.config_path.is_file()
+
+    @cached_property
+    def parsed(self) -> textproto.ParseResult:
+        """The config file parsed; an empty config when there is no file (auto-complete)."""
+        model_config = model_config_pb2().ModelConfig
+        if not self.has_config:
+            return textproto.parse("", model_config, None)
+        text = self.config_path.read_text(encoding="utf-8", errors="replace")
+        return textproto.parse(text, model_config, self.config_path)
+
+    @cached_property
+    def versions(self) -> list[VersionDir]:
+        return version_dirs(self.model_dir)
+
+
+def looks_like_model_dir(path: Path) -> bool:
+    if (path / CONFIG_FILENAME).is_file():
+        return True
+    return any(v.version is not None for v in version_dirs(path))
+
+
+def model_dirs(repository: Path) -> list[Path]:
+    """Every subdirectory of a repository root is a model candidate, hidden ones too (REPO-01)."""
+    return sorted(p for p in repository.iterdir() if p.is_dir())

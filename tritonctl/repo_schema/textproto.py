@@ -1,0 +1,560 @@
+"""Parse protobuf text format into a message while recording where each field is.
+
+protobuf's own ``text_format`` accepts the same language but keeps no positions
+and stops at the first problem with a terse message. This parser walks the same
+descriptors (Triton's ``ModelConfig``), so it accepts exactly what the schema
+allows, and reports every problem it can with line:col, a "did you mean" and a
+fix. ``tests/unit/test_textproto.py`` checks it against ``text_format``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf import descriptor as _d
+from google.protobuf import message_factory, text_encoding
+
+from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, register
+from tritonctl.repo_schema.sourcemap import SourceMap
+
+SYNTAX = register(
+    "TXT01", "config.pbtxt is not valid protobuf text format", "error",
+    """
+    Triton parses config.pbtxt with protobuf's text-format parser. When parsing fails,
+    Triton only says "failed to read text proto from <path>" in the load API; the
+    real reason is on a separate libprotobuf log line. Typical causes: a missing or
+    extra brace, a missing colon after a scalar field, an unterminated string.
+    """, "TXT-01")
+UNKNOWN_FIELD = register(
+    "TXT02", "unknown field", "error",
+    """
+    The field name does not exist in Triton's ModelConfig schema at this place, so
+    Triton refuses the whole file. Configs use `input`/`output`/`data_type`/`dims`
+    and `TYPE_FP32`; the metadata and HTTP APIs use `inputs`/`datatype`/`shape` and
+    `FP32` - mixing the two vocabularies is the most common cause.
+    """, "TXT-02")
+WRONG_TYPE = register(
+    "TXT03", "value of the wrong type", "error",
+    """
+    Each field has a type: integers must be integers in range (unsigned fields take
+    no minus sign), strings must be quoted, booleans are true/false, messages are
+    written in braces. Triton fails with "Expected integer, got: ..." and similar.
+    """, "TXT-03")
+UNKNOWN_ENUM = register(
+    "TXT04", "unknown enum value", "error",
+    """
+    Enum values must be written exactly as declared (case-sensitive), or as their
+    number: data types are TYPE_BOOL, TYPE_UINT8 ... TYPE_FP16, TYPE_FP32, TYPE_FP64,
+    TYPE_STRING, TYPE_BF16; instance kinds are KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL.
+    """, "TXT-04")
+ONEOF_CONFLICT = register(
+    "TXT05", "two members of a oneof are set", "error",
+    """
+    Some fields exclude each other: dynamic_batching, sequence_batching and
+    ensemble_scheduling (scheduling_choice); latest/all/specific in version_policy;
+    direct/oldest in sequence_batching; zero_data/data_file in initial_state;
+    zero_data/random_data/input_data_file in warmup inputs. Keep exactly one.
+    """, "TXT-05")
+DUPLICATE_FIELD = register(
+    "TXT06", "non-repeated field written twice", "error",
+    """
+    A field that holds one value was written twice in the same message. protobuf's
+    parser refuses this, so Triton does not load the model. Remove one of them.
+    """, "TXT-06")
+BAD_MAP_ENTRY = register(
+    "TXT07", "malformed map entry", "error",
+    """
+    Map fields (parameters, input_map, output_map, cc_model_filenames, metric_tags,
+    warmup inputs, accelerator parameters, priority_queue_policy) are written as
+    entries `{ key: ... value: ... }`. For `parameters` the value is a message:
+    parameters { key: "K" value { string_value: "V" } }.
+    """, "TXT-07")
+PLACEHOLDER = register(
+    "TXT11", "unfilled template placeholder", "error",
+    """
+    The file still contains a `${...}` template variable where a value belongs.
+    Templates such as TensorRT-LLM's are filled with tools/fill_template.py before
+    Triton can read them; Triton itself only says "Expected integer, got: $".
+    """, "TXT-03")
+PLACEHOLDER_IN_STRING = register(
+    "TXT51", "template placeholder inside a string", "warning",
+    """
+    A quoted string contains `${...}`. Triton accepts it as literal text, which is
+    almost never what was meant: the template was probably not filled in.
+    """, "NC-15")
+DUPLICATE_MAP_KEY = register(
+    "TXT52", "map key written twice", "warning",
+    """
+    In protobuf text format the last entry with a key silently wins, so the earlier
+    value is ignored without any message from Triton.
+    """, "TXT-07")
+
+_TOKEN = re.compile(
+    r"""
+     (?P<ws>[ \t\r\n\f\v]+|\#[^\n]*)
+    |(?P<placeholder>\$\{[^}\n]*\}?|\$[A-Za-z_]\w*)
+    |(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+    |(?P<badstring>["'][^\n]*)
+    |(?P<number>-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?))
+    |(?P<ident>-?[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<sym>[{}\[\]<>:,;])
+    |(?P<other>.)
+    """,
+    re.VERBOSE,
+)
+
+_INT_RANGES = {
+    _d.FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    _d.FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    _d.FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    _d.FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+    _d.FieldDescriptor.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    _d.FieldDescriptor.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    _d.FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    _d.FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
+    _d.FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
+    _d.FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
+}
+_FLOATS = (_d.FieldDescriptor.TYPE_FLOAT, _d.FieldDescriptor.TYPE_DOUBLE)
+_BOOLS = {"true": True, "True": True, "t": True, "1": True, "false": False, "False": False, "f": False, "0": False}
+_OPENERS = {"{": "}", "<": ">", "[": "]"}
+_REPEATED = _d.FieldDescriptor.LABEL_REPEATED
+
+# Names people write for a field, from other tools' vocabularies or memory.
+FIELD_ALIASES = {
+    "inputs": "input", "outputs": "output", "datatype": "data_type", "dtype": "data_type",
+    "type": "data_type", "shape": "dims", "dim": "dims", "dimensions": "dims",
+    "max_batch": "max_batch_size", "batch_size": "max_batch_size", "maxbatchsize": "max_batch_size",
+    "instance_groups": "instance_group", "instances": "instance_group", "instance": "instance_group",
+    "dynamic_batcher": "dynamic_batching", "dynamic_batch": "dynamic_batching", "batching": "dynamic_batching",
+    "preferred_batch_sizes": "preferred_batch_size", "max_queue_delay_us": "max_queue_delay_microseconds",
+    "max_queue_delay": "max_queue_delay_microseconds", "queue_delay_microseconds": "max_queue_delay_microseconds",
+    "parameter": "parameters", "params": "parameters", "num_instances": "count", "gpu": "gpus",
+    "devices": "gpus", "warmup": "model_warmup", "versions_policy": "version_policy",
+    "sequence_batcher": "sequence_batching", "ensemble": "ensemble_scheduling", "steps": "step",
+    "labels": "label_filename", "label_file": "label_filename", "cache": "response_cache",
+}
+ENUM_ALIASES = {
+    "TYPE_FLOAT32": "TYPE_FP32", "TYPE_FLOAT": "TYPE_FP32", "FLOAT": "TYPE_FP32", "FLOAT32": "TYPE_FP32",
+    "TYPE_FLOAT16": "TYPE_FP16", "TYPE_HALF": "TYPE_FP16", "FLOAT16": "TYPE_FP16", "HALF": "TYPE_FP16",
+    "TYPE_FLOAT64": "TYPE_FP64", "TYPE_DOUBLE": "TYPE_FP64", "DOUBLE": "TYPE_FP64", "FLOAT64": "TYPE_FP64",
+    "TYPE_BYTES": "TYPE_STRING", "BYTES": "TYPE_STRING", "STRING": "TYPE_STRING", "TYPE_STR": "TYPE_STRING",
+    "TYPE_INT": "TYPE_INT32", "TYPE_LONG": "TYPE_INT64", "TYPE_BFLOAT16": "TYPE_BF16", "BFLOAT16": "TYPE_BF16",
+    "KIND_CUDA": "KIND_GPU", "GPU": "KIND_GPU", "CUDA": "KIND_GPU", "CPU": "KIND_CPU", "AUTO": "KIND_AUTO",
+}
+
+
+@dataclass
+class Token:
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class ParseResult:
+    message: object | None  # the parsed message; None when the text has errors
+    sourcemap: SourceMap
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.message is not None
+
+
+class _Fatal(Exception):
+    """A syntax error after which the rest of the text cannot be trusted."""
+
+
+def tokenize(text: str) -> list[Token]:
+    return [
+        Token(m.lastgroup, m.group(), m.start(), m.end())
+        for m in _TOKEN.finditer(text)
+        if m.lastgroup != "ws"
+    ]
+
+
+def parse(text: str, message_class, path: Path | None = None) -> ParseResult:
+    """Parse ``text`` into a new ``message_class``; never raises on bad input."""
+    parser = _Parser(text, path)
+    message = message_class()
+    try:
+        parser.parse_fields(message, (), closer=None, opener=None)
+    except _Fatal:
+        pass
+    ok = not any(d.severity is Severity.ERROR for d in parser.diagnostics)
+    return ParseResult(message if ok else None, parser.sourcemap, parser.diagnostics)
+
+
+def did_you_mean(word: str, choices, aliases: dict[str, str] | None = None) -> str | None:
+    choices = list(choices)
+    if aliases and aliases.get(word) in choices:
+        return aliases[word]
+    for choice in choices:  # case and prefix slips: fp32 -> TYPE_FP32, kind_gpu -> KIND_GPU
+        if word.lower() == choice.lower() or any(
+            word.upper() == choice[len(prefix):] for prefix in ("TYPE_", "KIND_") if choice.startswith(prefix)
+        ):
+            return choice
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+class _Parser:
+    def __init__(self, text: str, path: Path | None):
+        self.text = text
+        self.path = path
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.sourcemap = SourceMap(text, path)
+        self.diagnostics: list[Diagnostic] = []
+        self.open_blocks: list[tuple[object, Token]] = []  # (descriptor, opening token) of enclosing blocks
+
+    # -- tokens ---------------------------------------------------------------
+    def peek(self) -> Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def next(self) -> Token | None:
+        tok = self.peek()
+        if tok is not None:
+            self.pos += 1
+        return tok
+
+    def accept(self, text: str) -> Token | None:
+        tok = self.peek()
+        if tok is not None and tok.kind == "sym" and tok.text == text:
+            self.pos += 1
+            return tok
+        return None
+
+    # -- diagnostics ------------------------------------------------------------
+    def report(self, code: str, message: str, start: int, end: int, hint: str | None = None,
+               severity: Severity = Severity.ERROR, notes: list[str] | None = None) -> None:
+        self.diagnostics.append(Diagnostic(
+            code, severity, message, self.path, self.sourcemap.span_of(start, end), hint, notes=notes or []))
+
+    def fatal(self, message: str, tok: Token | None, hint: str | None = None, code: str = SYNTAX) -> None:
+        if tok is None:
+            end = len(self.text)
+            self.report(code, message, max(0, end - 1), end, hint)
+        else:
+            self.report(code, message, tok.start, tok.end, hint)
+        raise _Fatal
+
+    def where(self, offset: int) -> str:
+        return str(self.sourcemap.span_of(offset, offset + 1))
+
+    # -- grammar ------------------------------------------------------------------
+    def parse_fields(self, message, path: tuple, closer: str | None, opener: Token | None) -> None:
+        desc = message.DESCRIPTOR
+        seen: dict[str, int] = {}
+        oneofs: dict[str, tuple[str, int]] = {}
+        self.open_blocks.append((desc, opener))
+        try:
+            self._parse_fields(message, desc, path, closer, opener, seen, oneofs)
+        finally:
+            self.open_blocks.pop()
+
+    def _parse_fields(self, message, desc, path, closer, opener, seen, oneofs) -> None:
+        while True:
+            tok = self.peek()
+            if tok is None:
+                if closer is None:
+                    return
+                self.fatal(f"'{opener.text}' opened here is never closed", opener,
+                           f"add a matching '{closer}' after the last field of this block")
+            if tok.kind == "sym":
+                if tok.text == closer:
+                    self.pos += 1
+                    return
+                if tok.text in "}>]":
+                    if opener is None:
+                        self.fatal(f"unexpected '{tok.text}': there is no open block to close", tok,
+                                   "remove it, or look for a missing '{' earlier")
+                    self.report(SYNTAX, f"'{opener.text}' opened here is closed by '{tok.text}' at "
+                                f"{self.where(tok.start)}, expected '{closer}'", opener.start, opener.end,
+                                f"close this block with '{closer}' before the '{tok.text}'")
+                    raise _Fatal
+            if tok.kind != "ident":
+                what = "a template placeholder" if tok.kind == "placeholder" else repr(tok.text)
+                self.fatal(f"expected a field name, found {what}", tok,
+                           "fields are written `name: value` or `name { ... }`")
+            self.pos += 1
+            self.parse_field(message, desc, tok, path, seen, oneofs)
+            if not self.accept(","):
+                self.accept(";")
+
+    def parse_field(self, message, desc, name_tok: Token, path, seen, oneofs) -> None:
+        name = name_tok.text
+        fd = desc.fields_by_name.get(name)
+        if fd is None:
+            suggestion = did_you_mean(name, desc.fields_by_name, FIELD_ALIASES)
+            hint = f"did you mean '{suggestion}'?" if suggestion else (
+                f"fields of {desc.name}: {', '.join(sorted(desc.fields_by_name))}")
+            for outer_desc, _ in reversed(self.open_blocks[:-1]):
+                if name in outer_desc.fields_by_name:
+                    _, block = self.open_blocks[-1]
+                    hint = (f"'{name}' belongs to {outer_desc.name}: is the '{block.text}' opened at "
+                            f"{self.where(block.start)} missing its '{_OPENERS[block.text]}'?")
+                    break
+            self.report(UNKNOWN_FIELD, f"unknown field '{name}' in {desc.name}", name_tok.start, name_tok.end, hint)
+            self.skip_value()
+            return
+        repeated = fd.label == _REPEATED
+        if not repeated:
+            if name in seen:
+                self.report(DUPLICATE_FIELD, f"'{name}' is set twice (first at {self.where(seen[name])})",
+                            name_tok.start, name_tok.end, "keep one of them")
+            seen[name] = name_tok.start
+        if fd.containing_oneof is not None:
+            group = fd.containing_oneof.name
+            other = oneofs.get(group)
+            if other and other[0] != name:
+                self.report(ONEOF_CONFLICT,
+                            f"'{name}' and '{other[0]}' (at {self.where(other[1])}) cannot both be set: "
+                            f"they are alternatives of '{group}'", name_tok.start, name_tok.end,
+                            f"keep either '{name}' or '{other[0]}'")
+            oneofs[group] = (name, name_tok.start)
+        colon = self.accept(":")
+        field_path = path + (name,)
+        if fd.message_type is not None:
+            self.parse_message_field(message, fd, name_tok, field_path, repeated)
+            return
+        if colon is None:
+            self.fatal(f"expected ':' after '{name}'", self.peek() or name_tok, f"write `{name}: <value>`")
+        lst = self.accept("[")
+        if lst is not None:
+            if not repeated:
+                self.report(WRONG_TYPE, f"'{name}' holds a single value, not a list", lst.start, lst.end,
+                            f"write `{name}: <value>`")
+            target = getattr(message, name) if repeated else None
+            index = len(target) if repeated else 0
+            if self.accept("]"):
+                self.sourcemap.entries[field_path] = (name_tok.start, name_tok.end, lst.start, lst.end + 1)
+                return
+            while True:
+                tok, value = self.parse_scalar(fd)
+                if value is not None and repeated:
+                    target.append(value)
+                self.sourcemap.entries[field_path + (index,)] = (tok.start, tok.end, tok.start, tok.end)
+                index += 1
+                if self.accept("]"):
+                    end = self.tokens[self.pos - 1].end
+                    self.sourcemap.entries[field_path] = (name_tok.start, name_tok.end, lst.start, end)
+                    return
+                if not self.accept(","):
+                    self.fatal(f"expected ',' or ']' in the list of '{name}'", self.peek(),
+                               "separate list items with commas and end the list with ']'")
+        tok, value = self.parse_scalar(fd)
+        if repeated:
+            target = getattr(message, name)
+            self.sourcemap.entries[field_path + (len(target),)] = (tok.start, tok.end, tok.start, tok.end)
+            self.sourcemap.entries.setdefault(field_path, (name_tok.start, name_tok.end, tok.start, tok.end))
+            if value is not None:
+                target.append(value)
+        else:
+            self.sourcemap.entries[field_path] = (name_tok.start, name_tok.end, tok.start, tok.end)
+            if value is not None:
+                setattr(message, name, value)
+
+    def parse_message_field(self, message, fd, name_tok: Token, field_path, repeated: bool) -> None:
+        name = fd.name
+        lst = self.accept("[")
+        if lst is not None:
+            if not repeated:
+                self.report(WRONG_TYPE, f"'{name}' holds one message, not a list", lst.start, lst.end,
+                            f"write `{name} {{ ... }}`")
+            if self.accept("]"):
+                self.sourcemap.entries[field_path] = (name_tok.start, name_tok.end, lst.start, lst.end + 1)
+                return
+            while True:
+                self.parse_one_message(message, fd, name_tok, field_path, repeated, in_list=True)
+                if self.accept("]"):
+                    end = self.tokens[self.pos - 1].end
+                    self.sourcemap.entries.setdefault(field_path, (name_tok.start, name_tok.end, lst.start, end))
+                    return
+                if not self.accept(","):
+                    self.fatal(f"expected ',' or ']' in the list of '{name}'", self.peek(),
+                               "separate the { ... } blocks with commas and end the list with ']'")
+        self.parse_one_message(message, fd, name_tok, field_path, repeated, in_list=False)
+
+    def parse_one_message(self, message, fd, name_tok: Token, field_path, repeated: bool, in_list: bool) -> None:
+        opener = self.next()
+        if opener is None or opener.kind != "sym" or opener.text not in "{<":
+            what = "end of file" if opener is None else repr(opener.text)
+            self.fatal(f"'{fd.name}' is a message: expected '{{' but found {what}", opener,
+                       f"write `{fd.name} {{ ... }}`" if fd.message_type.GetOptions().map_entry is False
+                       else f"write `{fd.name} {{ key: ... value: ... }}`", code=WRONG_TYPE)
+        closer = _OPENERS[opener.text]
+        key_start, key_end = (opener.start, opener.end) if in_list else (name_tok.start, name_tok.end)
+        if fd.message_type.GetOptions().map_entry:
+            self.parse_map_entry(message, fd, opener, closer, field_path, key_start, key_end)
+            return
+        if repeated:
+            container = getattr(message, fd.name)
+            sub_path = field_path + (len(container),)
+            sub = container.add()
+        else:
+            sub_path = field_path
+            sub = getattr(message, fd.name)
+            sub.SetInParent()
+        self.parse_fields(sub, sub_path, closer, opener)
+        end = self.tokens[self.pos - 1].end
+        self.sourcemap.entries[sub_path] = (key_start, key_end, opener.start, end)
+        if repeated:
+            self.sourcemap.entries.setdefault(field_path, (name_tok.start, name_tok.end, opener.start, end))
+
+    def parse_map_entry(self, message, fd, opener: Token, closer: str, field_path, key_start, key_end) -> None:
+        entry_desc = fd.message_type
+        entry = message_factory.GetMessageClass(entry_desc)()
+        outer = self.sourcemap.entries
+        self.sourcemap.entries = {}
+        try:
+            self.parse_fields(entry, (), closer, opener)
+        finally:
+            inner, self.sourcemap.entries = self.sourcemap.entries, outer
+        end = self.tokens[self.pos - 1].end
+        if ("key",) not in inner:
+            self.report(BAD_MAP_ENTRY, f"entry of '{fd.name}' has no key", opener.start, opener.end,
+                        f"write `{fd.name} {{ key: ... value: ... }}`")
+            return
+        key = entry.key
+        mapping = getattr(message, fd.name)
+        entry_path = field_path + (key,)
+        if entry_path in self.sourcemap.entries:
+            self.report(DUPLICATE_MAP_KEY, f"key {key!r} of '{fd.name}' is written twice; the last one wins",
+                        key_start, key_end, "remove the earlier entry", severity=Severity.WARNING)
+        for sub, span in inner.items():
+            if sub and sub[0] == "value":
+                self.sourcemap.entries[entry_path + sub] = span
+        self.sourcemap.entries[entry_path + ("key",)] = inner[("key",)]
+        self.sourcemap.entries[entry_path] = (key_start, key_end, opener.start, end)
+        value_fd = entry_desc.fields_by_name["value"]
+        if value_fd.message_type is not None:
+            mapping[key].CopyFrom(entry.value)
+        else:
+            mapping[key] = entry.value
+
+    def parse_scalar(self, fd) -> tuple[Token, object]:
+        """Returns the value token and the parsed value (None after a reported error)."""
+        tok = self.next()
+        if tok is None:
+            self.fatal(f"expected a value for '{fd.name}', found end of file", None)
+        if tok.kind == "placeholder":
+            self.report(PLACEHOLDER, f"'{fd.name}' has the unfilled template placeholder {tok.text}",
+                        tok.start, tok.end, "fill the template (e.g. tools/fill_template.py) or write the value")
+            return tok, None
+        if tok.kind == "badstring":
+            self.fatal("string is not terminated on this line", tok, "close the string with the same quote")
+        if tok.kind == "sym" or tok.kind == "other":
+            self.fatal(f"expected a value for '{fd.name}', found {tok.text!r}", tok)
+        ftype = fd.type
+        if fd.enum_type is not None:
+            return tok, self.enum_value(fd, tok)
+        if ftype == _d.FieldDescriptor.TYPE_STRING or ftype == _d.FieldDescriptor.TYPE_BYTES:
+            if tok.kind != "string":
+                self.report(WRONG_TYPE, f"'{fd.name}' needs a quoted string but found {tok.text}", tok.start,
+                            tok.end, f'write {fd.name}: "{tok.text}"')
+                return tok, None
+            parts = [tok]
+            while self.peek() is not None and self.peek().kind == "string":
+                parts.append(self.next())
+            raw = b"".join(text_encoding.CUnescape(p.text[1:-1]) for p in parts)
+            last = parts[-1]
+            merged = Token("string", self.text[tok.start:last.end], tok.start, last.end)
+            if "${" in merged.text:
+                self.report(PLACEHOLDER_IN_STRING, f"'{fd.name}' contains an unfilled template placeholder",
+                            tok.start, last.end, "fill the template before deploying", severity=Severity.WARNING)
+            if ftype == _d.FieldDescriptor.TYPE_BYTES:
+                return merged, raw
+            try:
+                return merged, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self.report(WRONG_TYPE, f"'{fd.name}' is not valid UTF-8", tok.start, last.end)
+                return merged, None
+        if ftype == _d.FieldDescriptor.TYPE_BOOL:
+            if tok.text in _BOOLS:
+                return tok, _BOOLS[tok.text]
+            self.report(WRONG_TYPE, f"'{fd.name}' needs true or false but found {tok.text}", tok.start, tok.end,
+                        f"write {fd.name}: true")
+            return tok, None
+        if ftype in _FLOATS:
+            return tok, self.float_value(fd, tok)
+        return tok, self.int_value(fd, tok)
+
+    def int_value(self, fd, tok: Token):
+        text = tok.text
+        low, high = _INT_RANGES[fd.type]
+        if tok.kind != "number" or re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", text) is None:
+            shown = "a string" if tok.kind == "string" else text
+            hint = f"write {fd.name}: {tok.text.strip(chr(34) + chr(39))}" if tok.kind == "string" else (
+                "write a whole number")
+            self.report(WRONG_TYPE, f"'{fd.name}' needs an integer but found {shown}", tok.start, tok.end, hint)
+            return None
+        negative = text.startswith("-")
+        digits = text[1:] if negative else text
+        if digits.lower().startswith("0x"):
+            value = int(digits, 16)
+        elif len(digits) > 1 and digits.startswith("0"):
+            value = int(digits, 8)
+        else:
+            value = int(digits)
+        value = -value if negative else value
+        if not low <= value <= high:
+            why = "it is unsigned and cannot be negative" if low == 0 and value < 0 else (
+                f"it must be between {low} and {high}")
+            self.report(WRONG_TYPE, f"'{fd.name}' is out of range: {text} ({why})", tok.start, tok.end)
+            return None
+        return value
+
+    def float_value(self, fd, tok: Token):
+        text = tok.text
+        lowered = text.lower().lstrip("-")
+        if tok.kind == "ident" and lowered in ("inf", "infinity", "nan"):
+            value = math.nan if lowered == "nan" else math.inf
+            return -value if text.startswith("-") else value
+        if tok.kind != "number" or "x" in text.lower():
+            self.report(WRONG_TYPE, f"'{fd.name}' needs a number but found {text}", tok.start, tok.end)
+            return None
+        return float(text.rstrip("fF"))
+
+    def enum_value(self, fd, tok: Token):
+        enum = fd.enum_type
+        if tok.kind == "ident" and tok.text in enum.values_by_name:
+            return enum.values_by_name[tok.text].number
+        if tok.kind == "number" and re.fullmatch(r"-?\d+", tok.text) and int(tok.text) in enum.values_by_number:
+            return int(tok.text)
+        choices = [v.name for v in enum.values]
+        word = tok.text.strip("\"'")
+        suggestion = did_you_mean(word, choices, ENUM_ALIASES)
+        hint = f"did you mean {suggestion}?" if suggestion else f"one of: {', '.join(choices)}"
+        if tok.kind == "string" and word in enum.values_by_name:
+            hint = f"enum values are written without quotes: {fd.name}: {word}"
+        self.report(UNKNOWN_ENUM, f"'{tok.text}' is not a value of {enum.name} (field '{fd.name}')",
+                    tok.start, tok.end, hint)
+        return None
+
+    def skip_value(self) -> None:
+        """Skip the value of an unknown field so parsing can go on after it."""
+        self.accept(":")
+        tok = self.peek()
+        if tok is None:
+            return
+        if tok.kind == "sym" and tok.text in _OPENERS:
+            depth = 0
+            while (tok := self.next()) is not None:
+                if tok.kind == "sym" and tok.text in _OPENERS:
+                    depth += 1
+                elif tok.kind == "sym" and tok.text in "}>]":
+                    depth -= 1
+                    if depth == 0:
+                        return
+            return
+        if tok.kind in ("string", "number", "ident", "placeholder"):
+            self.pos += 1
+            while tok.kind == "string" and self.peek() is not None and self.peek().kind == "string":
+                self.pos += 1
