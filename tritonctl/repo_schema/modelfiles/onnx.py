@@ -1,0 +1,61 @@
+"""Read an ONNX file's inputs and outputs without loading external weight files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
+from tritonctl.repo_schema.schema import onnx_pb2
+
+# onnx TensorProto.DataType number -> (ONNX name, Triton config type)
+ONNX_TO_TRITON = {
+    1: ("FLOAT", "TYPE_FP32"), 2: ("UINT8", "TYPE_UINT8"), 3: ("INT8", "TYPE_INT8"),
+    4: ("UINT16", "TYPE_UINT16"), 5: ("INT16", "TYPE_INT16"), 6: ("INT32", "TYPE_INT32"),
+    7: ("INT64", "TYPE_INT64"), 8: ("STRING", "TYPE_STRING"), 9: ("BOOL", "TYPE_BOOL"),
+    10: ("FLOAT16", "TYPE_FP16"), 11: ("DOUBLE", "TYPE_FP64"), 12: ("UINT32", "TYPE_UINT32"),
+    13: ("UINT64", "TYPE_UINT64"), 16: ("BFLOAT16", "TYPE_BF16"),
+}
+TRITON_TO_ONNX = {triton: number for number, (_, triton) in ONNX_TO_TRITON.items()}
+
+
+def onnx_model_path(path: Path) -> Path:
+    """Triton accepts ``model.onnx`` as a file or as a directory holding ``model.onnx`` (PB-10)."""
+    return path / "model.onnx" if path.is_dir() else path
+
+
+def _tensor(value_info) -> TensorInfo:
+    tensor_type = value_info.type.tensor_type
+    onnx_name, triton = ONNX_TO_TRITON.get(tensor_type.elem_type, (f"type {tensor_type.elem_type}", ""))
+    if not value_info.type.HasField("tensor_type"):
+        kind = value_info.type.WhichOneof("value") or "unknown"
+        return TensorInfo(value_info.name, "", (), f"non-tensor ({kind})", ranked=False)
+    if not tensor_type.HasField("shape"):
+        return TensorInfo(value_info.name, triton, (), onnx_name, ranked=False)
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor_type.shape.dim)
+    return TensorInfo(value_info.name, triton, dims, onnx_name)
+
+
+def read_onnx_io(path: Path) -> ModelIO:
+    """Inputs and outputs of an ONNX model. External data files are never opened."""
+    file = onnx_model_path(path)
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {file}: {exc.strerror}") from None
+    model = onnx_pb2().ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:  # protobuf's DecodeError
+        raise ModelFileError(f"{file.name} is not a valid ONNX model (protobuf decoding failed)") from None
+    if not model.HasField("graph"):
+        raise ModelFileError(f"{file.name} is not a valid ONNX model (it has no graph)")
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+    io = ModelIO()
+    for value_info in graph.input:
+        if value_info.name in initializers:
+            io.overridable.append(value_info.name)
+        else:
+            io.inputs.append(_tensor(value_info))
+    io.outputs = [_tensor(v) for v in graph.output]
+    return io
