@@ -122,7 +122,12 @@ _INT_RANGES = {
 _FLOATS = (_d.FieldDescriptor.TYPE_FLOAT, _d.FieldDescriptor.TYPE_DOUBLE)
 _BOOLS = {"true": True, "True": True, "t": True, "1": True, "false": False, "False": False, "f": False, "0": False}
 _OPENERS = {"{": "}", "<": ">", "[": "]"}
-_REPEATED = _d.FieldDescriptor.LABEL_REPEATED
+
+
+def is_repeated(fd) -> bool:
+    """protobuf >= 6 has ``is_repeated`` and deprecates ``label``; older releases only have ``label``."""
+    flag = getattr(fd, "is_repeated", None)
+    return flag if isinstance(flag, bool) else fd.label == _d.FieldDescriptor.LABEL_REPEATED
 
 # Names people write for a field, from other tools' vocabularies or memory.
 FIELD_ALIASES = {
@@ -304,7 +309,7 @@ class _Parser:
             self.report(UNKNOWN_FIELD, f"unknown field '{name}' in {desc.name}", name_tok.start, name_tok.end, hint)
             self.skip_value()
             return
-        repeated = fd.label == _REPEATED
+        repeated = is_repeated(fd)
         if not repeated:
             if name in seen:
                 self.report(DUPLICATE_FIELD, f"'{name}' is set twice (first at {self.where(seen[name])})",
