@@ -29,6 +29,9 @@ class ModelContext:
     source: ModelSource
     repository: RepositoryContext | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # Set when the rules have run (or are running) on this model: an ensemble rule
+    # may check a composing model before the repository loop reaches it.
+    checked: bool = field(default=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -45,6 +45,9 @@ def classify(path: Path) -> str:
 def check_model(ctx: ModelContext) -> None:
     from tritonctl.repo_schema.rules import MODEL_RULES
 
+    if ctx.checked:
+        return
+    ctx.checked = True
     ctx.diagnostics.extend(ctx.source.parsed.diagnostics)
     if not ctx.source.parsed.ok:
         return
