@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import sys
 from pathlib import Path
 
 import typer
@@ -9,27 +11,105 @@ import typer
 from tritonctl.cli.app import CliError, app
 
 
-@app.command(
-    help="Check model repositories, model directories or config.pbtxt files offline.\n\n"
-    "Examples:\n\n"
-    "  tritonctl validate ./model_repository\n\n"
-    "  tritonctl validate models/resnet/config.pbtxt --format json\n\n"
-    "  tritonctl validate --explain IO03",
-    no_args_is_help=True,
-)
+class OutputFormat(str, enum.Enum):  # the names of tritonctl.repo_schema.render.FORMATS
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class ColorChoice(str, enum.Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+HELP = """Check model repositories, model directories or config.pbtxt files offline,
+the way Triton would when loading them.
+
+Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage error.
+
+[bold]Examples[/bold]
+
+  tritonctl validate ./model_repository
+
+  tritonctl validate models/resnet/config.pbtxt --format json
+
+  tritonctl validate models/ --format sarif --output tritonctl.sarif
+
+  tritonctl validate models/ --strict --ignore TXT52 --ignore IO51
+
+  tritonctl validate --explain IO03
+
+  tritonctl validate --list-codes
+"""
+
+
+@app.command(help=HELP, no_args_is_help=True)
 def validate(
-    paths: list[Path] = typer.Argument(None, help="Repositories, model directories or config.pbtxt files."),
-    model_config_name: str = typer.Option(None, "--model-config-name",
+    paths: list[Path] = typer.Argument(None, help="Repositories, model directories or config.pbtxt files.", metavar="PATH...",
+                                       show_default=False),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
+    ignore: list[str] = typer.Option(None, "--ignore", metavar="CODE",
+                                     help="Do not report CODE (repeatable, or comma-separated)."),
+    model_config_name: str = typer.Option(None, "--model-config-name", metavar="NAME",
                                           help="Use configs/<NAME>.pbtxt where present, like tritonserver."),
+    explain: str = typer.Option(None, "--explain", metavar="CODE",
+                                help="Explain a diagnostic code (no PATH needed)."),
+    list_codes: bool = typer.Option(False, "--list-codes", help="List every diagnostic code."),
+    output: Path = typer.Option(None, "--output", "-o", metavar="FILE",
+                                help="Write the report to FILE instead of standard output."),
+    color: ColorChoice = typer.Option(ColorChoice.auto, "--color",
+                                      help="Colour the text format: auto means on a terminal, unless NO_COLOR "
+                                      "is set."),
 ) -> None:
+    if explain is not None:
+        from tritonctl.repo_schema.render.codes import explain_text
+
+        _emit(explain_text(_known_code(explain)), output)
+        raise typer.Exit(0)
+    if list_codes:
+        from tritonctl.repo_schema.render.codes import codes_table
+
+        _emit(codes_table(), output)
+        raise typer.Exit(0)
+    if not paths:
+        raise CliError("give at least one repository, model directory or config.pbtxt "
+                       "(or --explain CODE, --list-codes)", 2)
+    ignored = frozenset(_known_code(code) for item in ignore or [] for code in item.split(",") if code.strip())
+
+    from tritonctl.repo_schema.render import render, summary_line, use_color
     from tritonctl.repo_schema.validate import UsageError, validate_paths
 
     try:
-        report = validate_paths(list(paths or []), model_config_name)
+        report = validate_paths(list(paths), model_config_name, ignored)
     except UsageError as exc:
         raise CliError(str(exc), 2) from None
-    for d in report.diagnostics:
-        typer.echo(f"{d.location}: {d.severity.value}[{d.code}]: {d.message}")
-        if d.hint:
-            typer.echo(f"  help: {d.hint}")
-    raise typer.Exit(1 if report.errors else 0)
+    stream = sys.stdout if output is None else None
+    fmt = output_format.value
+    text = render(report, fmt, color=fmt == "text" and use_color(color.value, stream))
+    _emit(text, output)
+    if output is not None:
+        typer.echo(f"wrote {output}: {summary_line(report)}", err=True)
+    failed = report.errors > 0 or (strict and report.warnings > 0)
+    raise typer.Exit(1 if failed else 0)
+
+
+def _known_code(text: str) -> str:
+    from tritonctl.repo_schema.render.codes import resolve_code, unknown_code_message
+
+    code, suggestion = resolve_code(text.strip())
+    if code is None:
+        raise CliError(unknown_code_message(text.strip(), suggestion), 2)
+    return code
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None or str(output) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}", 2) from None

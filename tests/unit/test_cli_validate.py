@@ -1,0 +1,160 @@
+"""`tritonctl validate` end to end: real repositories in tmp dirs, the real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritonctl.cli.app import main
+from tritonctl.repo_schema.render.code_examples import working_directory, write_model
+
+CLEAN = '''backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+'''
+WARNING_ONLY = CLEAN + '''parameters { key: "mode" value { string_value: "a" } }
+parameters { key: "mode" value { string_value: "b" } }
+'''
+BROKEN = CLEAN.replace("max_batch_size: 8", "max_batch_size: -1")
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Run tritonctl in this process; returns (exit status, stdout, stderr)."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def repos(tmp_path: Path):
+    for name, config in (("clean", CLEAN), ("warned", WARNING_ONLY), ("broken", BROKEN)):
+        write_model(tmp_path / name / "m", config)
+    with working_directory(tmp_path):
+        yield tmp_path
+
+
+def test_clean_repository_exits_0(repos, capsys):
+    code, out, _ = cli(capsys, "validate", "clean")
+    assert code == 0
+    assert out == "no problems in 1 model\n"
+
+
+def test_errors_exit_1_with_a_code_frame(repos, capsys):
+    code, out, _ = cli(capsys, "validate", "broken", "--color", "never")
+    assert code == 1
+    assert out.splitlines()[:5] == [
+        "error[TOP03]: max_batch_size is -1; it must be 0 or more",
+        " --> broken/m/config.pbtxt:2:17",
+        "  |",
+        "2 | max_batch_size: -1",
+        "  |                 ^^ max_batch_size is negative",
+    ]
+    assert out.endswith("1 error in 1 model\n")
+
+
+def test_warnings_exit_0_unless_strict(repos, capsys):
+    assert cli(capsys, "validate", "warned")[0] == 0
+    code, out, _ = cli(capsys, "validate", "warned", "--strict")
+    assert code == 1 and "warning[TXT52]" in out
+
+
+def test_ignore_drops_codes_and_accepts_spellings_and_commas(repos, capsys):
+    code, out, _ = cli(capsys, "validate", "warned", "broken", "--strict", "--ignore", "txt-52,TOP3")
+    assert (code, out) == (0, "no problems in 2 models\n")
+    code, out, _ = cli(capsys, "validate", "broken", "--ignore", "TXT52")
+    assert code == 1 and "TOP03" in out
+
+
+def test_unknown_ignore_code_is_a_usage_error_with_a_suggestion(repos, capsys):
+    code, out, err = cli(capsys, "validate", "broken", "--ignore", "TOP30")
+    assert code == 2 and out == ""
+    assert err == ("error: unknown diagnostic code 'TOP30'; did you mean TOP03? "
+                   "(tritonctl validate --list-codes shows them all)\n")
+
+
+def test_bad_path_is_a_usage_error(repos, capsys):
+    code, _, err = cli(capsys, "validate", "no_such_dir")
+    assert code == 2 and "no_such_dir does not exist" in err
+    code, _, err = cli(capsys, "validate")
+    assert code == 2 and "Usage" in err + _
+    code, _, err = cli(capsys, "validate", "clean", "--format", "xml")
+    assert code == 2 and "xml" in err
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "github"])
+def test_machine_formats_on_stdout(repos, capsys, fmt):
+    code, out, _ = cli(capsys, "validate", "broken", "warned", "--format", fmt)
+    assert code == 1
+    if fmt == "json":
+        assert json.loads(out)["summary"] == {"errors": 1, "warnings": 1, "notes": 0, "models_checked": 2}
+    elif fmt == "sarif":
+        results = json.loads(out)["runs"][0]["results"]
+        assert [r["ruleId"] for r in results] == ["TOP03", "TXT52"]
+    else:
+        assert out.splitlines()[0].startswith("::error file=broken/m/config.pbtxt,line=2,endLine=2,col=17,")
+
+
+def test_output_file_gets_the_report_and_stderr_the_summary(repos, capsys):
+    code, out, err = cli(capsys, "validate", "broken", "--format", "sarif", "--output", "report.sarif")
+    assert code == 1 and out == ""
+    assert err == "wrote report.sarif: 1 error in 1 model\n"
+    assert json.loads((repos / "report.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_color_always_and_never(repos, capsys):
+    _, coloured, _ = cli(capsys, "validate", "broken", "--color", "always")
+    assert "\x1b[" in coloured
+    _, plain, _ = cli(capsys, "validate", "broken", "--color", "never")
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+def test_explain_needs_no_path_and_shows_a_real_example(capsys):
+    code, out, _ = cli(capsys, "validate", "--explain", "top-3")
+    assert code == 0
+    assert out.startswith("TOP03: max_batch_size is negative\n\nseverity: error\nmirrors:  Triton rule TOP-03")
+    assert "'max_batch_size' must be non-negative value" in out
+    assert "Example: this config.pbtxt" in out and "    error[TOP03]: max_batch_size is -1" in out
+
+
+def test_explain_unknown_code_suggests(capsys):
+    code, out, err = cli(capsys, "validate", "--explain", "TXY02")
+    assert code == 2 and out == "" and "did you mean TXT02?" in err
+
+
+def test_list_codes(capsys):
+    code, out, _ = cli(capsys, "validate", "--list-codes")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["CODE", "SEVERITY", "TITLE", "TRITON", "RULE"]
+    assert re.search(r"^TXT02\s+error\s+unknown field\s+TXT-02$", out, re.M)
+
+
+def test_help_has_examples(capsys):
+    code, out, _ = cli(capsys, "validate", "--help")
+    assert code == 0 and "tritonctl validate --explain IO03" in out and "--list-codes" in out
+
+
+def test_installed_entry_point_and_no_color_environment(repos):
+    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": ""}
+    run = subprocess.run([sys.executable, "-m", "tritonctl", "validate", "broken", "--color", "auto"],
+                         capture_output=True, text=True, env=env, cwd=repos, timeout=60)
+    assert run.returncode == 1
+    assert "\x1b[" not in run.stdout and "error[TOP03]" in run.stdout
+
+
+def test_validate_does_not_import_heavy_libraries(repos):
+    probe = ("import sys; from tritonctl.cli.app import main\n"
+             "try:\n    main(['validate', 'clean'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('onnxruntime', 'torch', 'tensorrt', 'grpc', 'pandas') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=repos, timeout=60)
+    assert run.stdout.strip().splitlines()[-1] == "[]", run.stderr

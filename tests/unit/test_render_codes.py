@@ -1,0 +1,45 @@
+"""Code lookup for --ignore/--explain and the examples --explain shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonctl.repo_schema.diagnostics import all_codes
+from tritonctl.repo_schema.render.code_examples import EXAMPLES, example_output
+from tritonctl.repo_schema.render.codes import codes_table, explain_text, normalize_code, resolve_code
+
+
+@pytest.mark.parametrize("text", ["TXT02", "txt02", "txt-02", "TXT2", " txt_02 "])
+def test_spellings_of_a_code(text):
+    assert normalize_code(text) == "TXT02"
+    assert resolve_code(text) == ("TXT02", None)
+
+
+def test_unknown_codes_get_a_close_suggestion_or_none():
+    assert resolve_code("TXY02") == (None, "TXT02")
+    assert resolve_code("QQQQ99") == (None, None)
+
+
+def test_every_example_is_for_a_registered_code():
+    assert set(EXAMPLES) <= set(all_codes())
+
+
+@pytest.mark.parametrize("code", sorted(EXAMPLES))
+def test_example_produces_its_code(code):
+    config, output = example_output(code)
+    assert config == EXAMPLES[code].config
+    assert f"[{code}]: " in output, f"the example for {code} no longer produces it"
+    assert " --> models/" in output
+
+
+def test_explain_page_for_a_code_without_an_example_still_explains(monkeypatch):
+    code = next(iter(sorted(all_codes())))
+    monkeypatch.delitem(EXAMPLES, code, raising=False)
+    page = explain_text(code)
+    assert page.startswith(f"{code}: {all_codes()[code].title}\n")
+    assert "Example: none recorded" in page
+
+
+def test_codes_table_lists_every_code_once():
+    rows = codes_table().splitlines()[1:]
+    assert [row.split()[0] for row in rows] == sorted(all_codes())

@@ -1,0 +1,83 @@
+"""Looking up diagnostic codes for --ignore, --explain and --list-codes: spelling
+tolerance ('io-03', 'IO3'), did-you-mean, the code table and the explanation page."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import textwrap
+
+from tritonctl.repo_schema.diagnostics import CodeInfo, all_codes
+from tritonctl.repo_schema.render import reflow
+
+WIDTH = 88
+
+
+def normalize_code(text: str) -> str:
+    """'io-03', 'IO3' and ' IO03 ' all mean IO03."""
+    code = re.sub(r"[\s_-]+", "", text).upper()
+    match = re.fullmatch(r"([A-Z]+)(\d)", code)
+    return f"{match.group(1)}0{match.group(2)}" if match else code
+
+
+def resolve_code(text: str) -> tuple[str | None, str | None]:
+    """(the code, None) when known, else (None, a did-you-mean suggestion or None)."""
+    codes = all_codes()
+    code = normalize_code(text)
+    if code in codes:
+        return code, None
+    close = difflib.get_close_matches(code, list(codes), n=1, cutoff=0.7)
+    return None, (close[0] if close else None)
+
+
+def unknown_code_message(text: str, suggestion: str | None) -> str:
+    message = f"unknown diagnostic code '{text}'"
+    if suggestion:
+        message += f"; did you mean {suggestion}?"
+    return message + " (tritonctl validate --list-codes shows them all)"
+
+
+def mirrors(info: CodeInfo) -> str:
+    if info.triton_rule and int(re.sub(r"\D", "", info.code) or 0) < 50:
+        return f"Triton rule {info.triton_rule}: Triton itself rejects this"
+    if info.triton_rule:
+        return (f"tritonctl check beyond Triton (related to Triton rule {info.triton_rule}): "
+                "Triton accepts this without a word")
+    return "tritonctl check beyond Triton: Triton accepts this without a word"
+
+
+def codes_table() -> str:
+    codes = all_codes()
+    width = max((len(info.title) for info in codes.values()), default=0)
+    lines = [f"{'CODE':<7} {'SEVERITY':<8} {'TITLE':<{width}}  TRITON RULE"]
+    for info in codes.values():
+        lines.append(f"{info.code:<7} {info.severity.value:<8} {info.title:<{width}}  {info.triton_rule or '-'}"
+                     .rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def explain_text(code: str) -> str:
+    """The page --explain prints: title, severity, explanation, Triton rule, example."""
+    from tritonctl.repo_schema.render.code_examples import example_output
+
+    info = all_codes()[code]
+    out = [f"{info.code}: {info.title}", "",
+           f"severity: {info.severity.value}",
+           f"mirrors:  {mirrors(info)}", ""]
+    for paragraph in reflow(info.explanation):
+        indent = "  " if paragraph.startswith(("- ", "* ")) else ""
+        out.extend(textwrap.wrap(paragraph, WIDTH, subsequent_indent=indent, break_on_hyphens=False))
+        out.append("")
+    example = example_output(code)
+    if example is None:
+        out.append("Example: none recorded for this code yet.")
+    else:
+        config, rendered = example
+        out.append("Example: this config.pbtxt")
+        out.append("")
+        out.extend(f"    {line}" if line else "" for line in config.splitlines())
+        out.append("")
+        out.append("makes `tritonctl validate` report:")
+        out.append("")
+        out.extend(f"    {line}" if line else "" for line in rendered.splitlines())
+    return "\n".join(out).rstrip() + "\n"
