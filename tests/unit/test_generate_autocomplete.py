@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from tritonctl.repo_schema.autocomplete import effective_config, instance_plan
@@ -205,3 +206,17 @@ def test_validate_reports_autofill_batching_failure_at_max_batch_size(tmp_path):
     assert "'INPUT0' has the fixed first dimension 16" in diag.message
     clean = fixture_model(tmp_path / "ok", config='backend: "onnxruntime"\nmax_batch_size: 8\n')
     assert not [d for d in validate_paths([clean]).diagnostics if d.code == "AC01"]
+
+
+def test_tensorrt_without_the_package_is_left_alone_with_a_note(tmp_path):
+    from tritonctl.repo_schema.modelfiles.tensorrt import unavailable_reason
+
+    if unavailable_reason() is None:
+        pytest.skip("tensorrt can read plans on this machine")
+    (tmp_path / "trt" / "1").mkdir(parents=True)
+    (tmp_path / "trt" / "1" / "model.plan").write_bytes(b"not an engine")
+    config, diagnostics = effective_config(tmp_path / "trt", gpus=[0])
+    assert config.backend == "tensorrt" and not config.input and config.max_batch_size == 0
+    assert codes(diagnostics) == ["AC51"] and diagnostics[0].severity.value == "info"
+    config, diagnostics = effective_config(tmp_path / "trt")  # no GPU: Triton skips auto-complete
+    assert diagnostics == [] and config.instance_group[0].kind == 2

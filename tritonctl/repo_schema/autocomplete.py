@@ -9,7 +9,7 @@ so ``tritonctl generate --effective``, ``validate`` and ``serve`` share one answ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -182,8 +182,9 @@ def instance_plan(config) -> list[InstanceSpec]:
 
 # --- ONNX Runtime (3.3) ------------------------------------------------------------------
 
-def onnx_batch_capable(io: ModelIO) -> bool:
-    """Every input and output has rank >= 1 and a variable first dimension."""
+def batch_capable(io: ModelIO) -> bool:
+    """Every input and output has rank >= 1 and a variable first dimension (the
+    onnxruntime and tensorrt backends both test batching this way)."""
     return all(t.dims and t.dims[0] == -1 for t in [*io.inputs, *io.outputs])
 
 
@@ -191,7 +192,7 @@ def _has_scheduler(config) -> bool:
     return config.WhichOneof("scheduling_choice") is not None
 
 
-def _fill_tensors(entries, tensors: list[TensorInfo], batching: bool) -> None:
+def fill_tensors(entries, tensors: list[TensorInfo], batching: bool) -> None:
     for tensor in tensors:
         entry = entries.add()
         entry.name = tensor.name
@@ -224,7 +225,7 @@ def autocomplete_onnxruntime(config, version_dir: Path | None, report,
         report(MODEL_FILE_UNREADABLE, f"cannot auto-complete inputs and outputs: {exc}",
                hint="fix the model file, or list every input and output in config.pbtxt")
         return
-    if onnx_batch_capable(io):
+    if batch_capable(io):
         if config.max_batch_size == 0 and default_max_batch_size > 0:
             config.max_batch_size = default_max_batch_size
             report(MAX_BATCH_AUTOFILLED, f"max_batch_size auto-filled to {default_max_batch_size} because "
@@ -241,54 +242,44 @@ def autocomplete_onnxruntime(config, version_dir: Path | None, report,
         return
     batching = config.max_batch_size > 0
     if not has_inputs:
-        _fill_tensors(config.input, io.inputs, batching)
+        fill_tensors(config.input, io.inputs, batching)
     if not config.output:
-        _fill_tensors(config.output, io.outputs, batching)
+        fill_tensors(config.output, io.outputs, batching)
 
 
 # --- TensorRT (3.3) ----------------------------------------------------------------------
 
-TRT_TO_TRITON = {"FLOAT": "TYPE_FP32", "HALF": "TYPE_FP16", "BF16": "TYPE_BF16", "INT8": "TYPE_INT8",
-                 "INT32": "TYPE_INT32", "INT64": "TYPE_INT64", "BOOL": "TYPE_BOOL", "UINT8": "TYPE_UINT8"}
-
-
 def _autocomplete_tensorrt(config, version_dir: Path | None, report) -> None:
-    """Fill missing inputs, outputs and max_batch_size from a TensorRT engine (3.3).
+    """Fill missing inputs, outputs and max_batch_size from a TensorRT engine.
 
-    Triton runs this only when the first instance group is KIND_GPU; it needs the
-    ``tensorrt`` package and a GPU to deserialize the engine.
+    Triton runs this only when the first instance group is KIND_GPU; reading an engine
+    needs the ``tensorrt`` package and a GPU.
     """
+    from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
+
     kinds = model_config_pb2().ModelInstanceGroup.Kind
-    if config.instance_group[0].kind != kinds.Value("KIND_GPU"):
+    if config.instance_group[0].kind != kinds.Value("KIND_GPU") or (config.input and config.output):
         return
-    if config.input and config.output:
-        return
-    try:
-        import tensorrt as trt
-    except ImportError:
-        report(TENSORRT_SKIPPED, "TensorRT auto-complete skipped: the tensorrt package is not installed",
-               hint="pip install 'tritonctl[tensorrt]', or list inputs, outputs and max_batch_size")
+    missing = unavailable_reason()
+    if missing:
+        report(TENSORRT_SKIPPED, f"TensorRT auto-complete skipped: {missing}",
+               hint="list the inputs, outputs and max_batch_size in config.pbtxt")
         return
     plan = version_dir / (config.default_model_filename or "model.plan") if version_dir else None
-    runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
-    engine = runtime.deserialize_cuda_engine(plan.read_bytes()) if plan and plan.is_file() else None
-    if engine is None:
-        report(MODEL_FILE_UNREADABLE, f"unable to load plan file to auto complete config: {plan}",
+    try:
+        if plan is None:
+            raise ModelFileError("no version directory")
+        io = read_plan_io(plan)
+    except ModelFileError as exc:
+        report(MODEL_FILE_UNREADABLE, f"unable to load plan file to auto complete config: {plan} ({exc})",
                hint="build the engine for this TensorRT version and GPU, or list inputs and outputs")
         return
-    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-    is_input = {n: engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT for n in names}
-    shapes = {n: list(engine.get_tensor_shape(n)) for n in names}
-    batching = all(shapes[n] and shapes[n][0] == -1 for n in names)
-    if config.max_batch_size == 0 and batching:
-        profile_max = [engine.get_tensor_profile_shape(n, 0)[2][0] for n in names if is_input[n]]
-        config.max_batch_size = min(profile_max) if profile_max else 0
+    if config.max_batch_size == 0 and batch_capable(io):  # the same first-dimension test
+        config.max_batch_size = io.max_batch
     if config.max_batch_size > 1 and not _has_scheduler(config):
         config.dynamic_batching.SetInParent()
-    for entries, want_input in ((config.input, True), (config.output, False)):
-        if len(entries):
-            continue
-        for name in (n for n in names if is_input[n] == want_input):
-            data_type = TRT_TO_TRITON.get(engine.get_tensor_dtype(name).name, "TYPE_INVALID")
-            dims = tuple(shapes[name][1:] if config.max_batch_size > 0 else shapes[name])
-            _fill_tensors(entries, [TensorInfo(name.split(" ")[0], data_type, dims or (1,))], False)
+    batching = config.max_batch_size > 0
+    if not config.input:
+        fill_tensors(config.input, [replace(t, name=t.name.split(" ")[0]) for t in io.inputs], batching)
+    if not config.output:
+        fill_tensors(config.output, [replace(t, name=t.name.split(" ")[0]) for t in io.outputs], batching)

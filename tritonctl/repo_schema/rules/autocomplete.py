@@ -6,7 +6,7 @@ reports the one a config file can be blamed for, at the field at fault.
 
 from __future__ import annotations
 
-from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, model_version_dir, onnx_batch_capable
+from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, model_version_dir, batch_capable
 from tritonctl.repo_schema.modelfiles import ModelFileError
 from tritonctl.repo_schema.rules import model_rule
 
@@ -27,7 +27,7 @@ def check_onnx_autofill_batching(ctx) -> None:
         io = read_onnx_io(version_dir / (config.default_model_filename or "model.onnx"))
     except ModelFileError:
         return  # reported by the model-file rules
-    if onnx_batch_capable(io):
+    if batch_capable(io):
         return
     fixed = next(t for t in [*io.inputs, *io.outputs] if not t.dims or t.dims[0] != -1)
     shape = "is a scalar" if not fixed.dims else f"has the fixed first dimension {fixed.dims[0]}"
