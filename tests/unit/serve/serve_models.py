@@ -1,0 +1,107 @@
+"""Small ONNX models and model directories for the serve tests, made in code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+
+def _save(graph, path: Path) -> None:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def add_sub_onnx(path: Path, elem=TensorProto.FLOAT, batch: bool = True, width: int = 4) -> None:
+    """OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, shape [batch?, width]."""
+    shape = (["batch"] if batch else []) + [width]
+    inputs = [helper.make_tensor_value_info(n, elem, shape) for n in ("INPUT0", "INPUT1")]
+    outputs = [helper.make_tensor_value_info(n, elem, shape) for n in ("OUTPUT0", "OUTPUT1")]
+    nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+             helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])]
+    _save(helper.make_graph(nodes, "add_sub", inputs, outputs), path)
+
+
+def identity_bytes_onnx(path: Path) -> None:
+    """A STRING identity: [batch, 2] -> [batch, 2]."""
+    graph = helper.make_graph([helper.make_node("Identity", ["TEXT"], ["TEXT_OUT"])], "bytes",
+                              [helper.make_tensor_value_info("TEXT", TensorProto.STRING, ["batch", 2])],
+                              [helper.make_tensor_value_info("TEXT_OUT", TensorProto.STRING, ["batch", 2])])
+    _save(graph, path)
+
+
+def dynamic_width_onnx(path: Path) -> None:
+    """Y = X * 2 with shape [batch, n] (n variable), FP32."""
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    graph = helper.make_graph([helper.make_node("Mul", ["X", "two"], ["Y"])], "double",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", "n"])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", "n"])],
+                              initializer=[two])
+    _save(graph, path)
+
+
+ADD_SUB_CONFIG = """
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: 8
+input [
+  {{ name: "INPUT0" data_type: {dtype} dims: [ 4 ] }},
+  {{ name: "INPUT1" data_type: {dtype} dims: [ 4 ] }}
+]
+output [
+  {{ name: "OUTPUT0" data_type: {dtype} dims: [ 4 ] }},
+  {{ name: "OUTPUT1" data_type: {dtype} dims: [ 4 ] }}
+]
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+{extra}
+"""
+
+BYTES_CONFIG = """
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: 4
+input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 2 ] } ]
+output [ { name: "TEXT_OUT" data_type: TYPE_STRING dims: [ 2 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+"""
+
+
+def write_add_sub(repo: Path, name: str = "add_sub", dtype: str = "TYPE_FP32", extra: str = "",
+                  versions: tuple[int, ...] = (1,)) -> Path:
+    elem = {"TYPE_FP32": TensorProto.FLOAT, "TYPE_INT32": TensorProto.INT32}[dtype]
+    model_dir = repo / name
+    for version in versions:
+        add_sub_onnx(model_dir / str(version) / "model.onnx", elem)
+    (model_dir / "config.pbtxt").write_text(ADD_SUB_CONFIG.format(name=name, dtype=dtype, extra=extra))
+    return model_dir
+
+
+def write_bytes_model(repo: Path, name: str = "echo_bytes") -> Path:
+    model_dir = repo / name
+    identity_bytes_onnx(model_dir / "1" / "model.onnx")
+    (model_dir / "config.pbtxt").write_text(BYTES_CONFIG.replace("{name}", name))
+    return model_dir
+
+
+def write_onnx_only(repo: Path, name: str = "onnx_only") -> Path:
+    """A model directory holding only 1/model.onnx, no config (Triton's auto-complete)."""
+    model_dir = repo / name
+    dynamic_width_onnx(model_dir / "1" / "model.onnx")
+    return model_dir
+
+
+def standard_repository(repo: Path) -> Path:
+    """add_sub (FP32, dynamic batching), add_sub_int (INT32, no batcher), echo_bytes, onnx_only
+    and a model whose config is broken."""
+    write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 1000 }")
+    write_add_sub(repo, "add_sub_int", "TYPE_INT32")
+    write_bytes_model(repo)
+    write_onnx_only(repo)
+    broken = repo / "broken"
+    add_sub_onnx(broken / "1" / "model.onnx")
+    (broken / "config.pbtxt").write_text('name: "broken"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+                                         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 } ]\n')
+    return repo

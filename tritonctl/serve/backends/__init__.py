@@ -1,0 +1,1 @@
+"""Model execution backends behind one interface (see ``base.Backend``)."""

@@ -1,0 +1,172 @@
+"""ONNX Runtime backend: one InferenceSession per model instance, configured from the model's
+``parameters`` and ``optimization`` the way Triton's onnxruntime backend reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tritonctl.serve.backends.base import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
+
+# ONNX tensor type names as onnxruntime reports them -> Triton config data types.
+ORT_TO_TRITON = {
+    "tensor(float)": "TYPE_FP32", "tensor(double)": "TYPE_FP64", "tensor(float16)": "TYPE_FP16",
+    "tensor(bfloat16)": "TYPE_BF16", "tensor(int8)": "TYPE_INT8", "tensor(int16)": "TYPE_INT16",
+    "tensor(int32)": "TYPE_INT32", "tensor(int64)": "TYPE_INT64", "tensor(uint8)": "TYPE_UINT8",
+    "tensor(uint16)": "TYPE_UINT16", "tensor(uint32)": "TYPE_UINT32", "tensor(uint64)": "TYPE_UINT64",
+    "tensor(bool)": "TYPE_BOOL", "tensor(string)": "TYPE_STRING",
+}
+GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}  # OPT-06
+
+
+def parse_bool(value: str, key: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "on", "1"):
+        return True
+    if lowered in ("false", "off", "0"):
+        return False
+    raise BackendLoadError(f"failed to convert '{value}' to boolean for parameter '{key}'")
+
+
+def parse_int(value: str, key: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise BackendLoadError(f"failed to convert '{value}' to integral number for parameter '{key}'") from None
+
+
+def session_options(config):
+    """SessionOptions from ``parameters`` (PAR-02) and ``optimization.graph.level`` (OPT-06)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    params = {key: p.string_value for key, p in config.parameters.items()}
+    if "intra_op_thread_count" in params:
+        options.intra_op_num_threads = parse_int(params["intra_op_thread_count"], "intra_op_thread_count")
+    if "inter_op_thread_count" in params:
+        options.inter_op_num_threads = parse_int(params["inter_op_thread_count"], "inter_op_thread_count")
+    if "execution_mode" in params:
+        mode = parse_int(params["execution_mode"], "execution_mode")
+        if mode not in (0, 1):
+            raise BackendLoadError("Invalid configuration value provided. Expected values for execution_mode are 0 or 1")
+        options.execution_mode = ort.ExecutionMode.ORT_PARALLEL if mode else ort.ExecutionMode.ORT_SEQUENTIAL
+    if "enable_mem_arena" in params:
+        options.enable_cpu_mem_arena = parse_bool(params["enable_mem_arena"], "enable_mem_arena")
+    if "enable_mem_pattern" in params:
+        options.enable_mem_pattern = parse_bool(params["enable_mem_pattern"], "enable_mem_pattern")
+    for key in ("session.use_device_allocator_for_initializers", "memory.enable_memory_arena_shrinkage"):
+        if key in params:
+            options.add_session_config_entry(key, params[key])
+    level = config.optimization.graph.level if config.HasField("optimization") else 0
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, GRAPH_LEVELS.get(level, "ORT_ENABLE_ALL"))
+    return options
+
+
+def providers(config, instance: InstanceSpec) -> list:
+    """CPU by default; CUDA (and TensorRT when asked) for KIND_GPU instances."""
+    import onnxruntime as ort
+
+    if instance.kind != "KIND_GPU":
+        return ["CPUExecutionProvider"]
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in available:
+        raise BackendLoadError(
+            f"instance group '{instance.name}' of model '{config.name}' has kind KIND_GPU but no CUDA device is "
+            "usable here (onnxruntime has no CUDAExecutionProvider); use KIND_CPU or run on a machine with a GPU")
+    chosen: list = []
+    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+    for accelerator in accelerators:
+        if accelerator.name == "tensorrt" and "TensorrtExecutionProvider" in available:
+            options = {"device_id": instance.device_id}
+            precision = accelerator.parameters.get("precision_mode", "FP32")
+            if precision == "FP16":
+                options["trt_fp16_enable"] = True
+            elif precision == "INT8":
+                options["trt_int8_enable"] = True
+            chosen.append(("TensorrtExecutionProvider", options))
+    cuda_params = {}
+    for accelerator in accelerators:
+        if accelerator.name == "cuda":
+            cuda_params.update(accelerator.parameters)
+    chosen.append(("CUDAExecutionProvider", {"device_id": max(instance.device_id, 0), **cuda_params}))
+    chosen.append("CPUExecutionProvider")
+    return chosen
+
+
+class OnnxRuntimeBackend(Backend):
+    def __init__(self, config, version_dir: Path, instance: InstanceSpec):
+        super().__init__(config, version_dir, instance)
+        import onnxruntime as ort
+
+        path = version_dir / (config.default_model_filename or "model.onnx")
+        if path.is_dir():
+            path = path / "model.onnx"
+        if not path.is_file():
+            raise BackendLoadError(f"unable to find '{path}' for model '{config.name}'")
+        try:
+            self.session = ort.InferenceSession(str(path), sess_options=session_options(config),
+                                                providers=providers(config, instance))
+        except BackendLoadError:
+            raise
+        except Exception as exc:
+            raise BackendLoadError(f"onnxruntime could not load '{path.name}' for model '{config.name}': {exc}") from None
+        self._check_io()
+
+    def _check_io(self) -> None:
+        from tritonctl.repo_schema.schema import data_type_name
+
+        config = self.config
+        for kind, declared, actual in (("input", config.input, self.session.get_inputs()),
+                                       ("output", config.output, self.session.get_outputs())):
+            by_name = {t.name: t for t in actual}
+            for tensor in declared:
+                found = by_name.get(tensor.name)
+                if found is None:
+                    raise BackendLoadError(
+                        f"unable to load model '{config.name}', configuration expects {kind} '{tensor.name}' "
+                        f"but the model provides {sorted(by_name)}")
+                expected = data_type_name(tensor.data_type)
+                provided = ORT_TO_TRITON.get(found.type, found.type)
+                if provided != expected:
+                    raise BackendLoadError(
+                        f"unable to load model '{config.name}', configuration expects datatype {expected} for "
+                        f"{kind} '{tensor.name}', model provides {provided}")
+        self._string_outputs = {o.name for o in self.session.get_outputs() if o.type == "tensor(string)"}
+        self._string_inputs = {i.name for i in self.session.get_inputs() if i.type == "tensor(string)"}
+
+    def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        for name in self._string_inputs.intersection(inputs):
+            inputs[name] = _to_text(inputs[name], name, self.config.name)
+        try:
+            results = self.session.run(outputs, inputs)
+        except Exception as exc:
+            raise ModelExecutionError(f"onnxruntime execution failure in model '{self.config.name}': {exc}") from None
+        produced = dict(zip(outputs, results))
+        for name in self._string_outputs.intersection(produced):
+            produced[name] = _to_bytes(produced[name])
+        return produced
+
+    def close(self) -> None:
+        self.session = None
+
+
+def _to_text(array: np.ndarray, name: str, model: str) -> np.ndarray:
+    """BYTES elements as the str objects onnxruntime's string tensors take."""
+    out = np.empty(array.shape, dtype=object)
+    flat_in, flat_out = array.reshape(-1), out.reshape(-1)
+    try:
+        for i, item in enumerate(flat_in):
+            flat_out[i] = item.decode("utf-8") if isinstance(item, (bytes, bytearray)) else str(item)
+    except UnicodeDecodeError:
+        raise ModelExecutionError(f"input '{name}' for model '{model}' holds bytes that are not UTF-8; "
+                                  "onnxruntime string tensors need UTF-8 text") from None
+    return out
+
+
+def _to_bytes(array: np.ndarray) -> np.ndarray:
+    out = np.empty(array.shape, dtype=object)
+    flat_in, flat_out = array.reshape(-1), out.reshape(-1)
+    for i, item in enumerate(flat_in):
+        flat_out[i] = item.encode("utf-8") if isinstance(item, str) else bytes(item)
+    return out

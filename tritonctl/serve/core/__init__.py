@@ -1,0 +1,1 @@
+"""Transport-free data plane: requests, model manager, batcher, statistics."""

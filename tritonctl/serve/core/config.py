@@ -1,0 +1,89 @@
+"""The config a served model runs on: the same parse / normalize / auto-complete path as
+``tritonctl validate`` and ``generate``, plus the diagnostics that stop a model from loading."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
+from tritonctl.repo_schema.schema import model_config_pb2
+
+
+@dataclass
+class LoadedConfig:
+    config: object | None  # ModelConfig, None when it could not be built
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity is Severity.ERROR]
+
+    def error_text(self) -> str:
+        return "; ".join(f"{d.code} {d.location}: {d.message}" for d in self.errors)
+
+
+@lru_cache(maxsize=1)
+def available_gpus() -> tuple[int, ...]:
+    """GPU ids usable by onnxruntime here: none unless its CUDA provider and a driver exist."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return ()
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers() or not shutil.which("nvidia-smi"):
+        return ()
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(range(sum(1 for line in listing.splitlines() if line.startswith("GPU "))))
+
+
+def _error(model_dir: Path, message: str) -> LoadedConfig:
+    return LoadedConfig(None, [Diagnostic("SERVE", Severity.ERROR, message, model_dir, model=model_dir.name)])
+
+
+def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None) -> LoadedConfig:
+    """The config to serve ``model_dir`` with, and everything found wrong with it.
+
+    An ``override_json`` (the repository API's ``config`` parameter) replaces the file on disk.
+    """
+    if override_json is not None:
+        return _from_override(model_dir, override_json)
+    from tritonctl.repo_schema.autocomplete import effective_config
+    from tritonctl.repo_schema.validate import validate_paths
+
+    try:
+        config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus())
+        checked = validate_paths([model_dir], config_name).diagnostics
+    except Exception as exc:  # a config the schema code cannot handle must not stop the server
+        return _error(model_dir, f"cannot build the config: {exc}")
+    seen = {(d.code, d.location, d.message) for d in diagnostics}
+    diagnostics.extend(d for d in checked if (d.code, d.location, d.message) not in seen)
+    return LoadedConfig(config, diagnostics)
+
+
+def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
+    from google.protobuf import json_format
+
+    from tritonctl.repo_schema import autocomplete
+    from tritonctl.repo_schema.normalize import core_normalize
+
+    message = model_config_pb2().ModelConfig()
+    try:
+        json_format.Parse(override_json, message)
+    except json_format.ParseError as exc:
+        return _error(model_dir, f"the 'config' override is not a valid ModelConfig JSON: {exc}")
+    diagnostics: list[Diagnostic] = []
+
+    def report(code: str, message: str, hint: str | None = None) -> None:
+        diagnostics.append(Diagnostic(code, code_info(code).severity, message, model_dir, None, hint, model_dir.name))
+
+    config = core_normalize(message, model_dir)
+    autocomplete.normalize_instance_groups(config, available_gpus(), report)
+    if config.backend == "onnxruntime":
+        autocomplete.autocomplete_onnxruntime(config, autocomplete.model_version_dir(model_dir, None), report)
+    return LoadedConfig(core_normalize(config, model_dir), diagnostics)

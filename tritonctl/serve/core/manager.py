@@ -1,0 +1,232 @@
+"""The model repository as the server runs it: which model versions are loaded, their
+states, version policies, model control modes and load / unload / reload."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonctl.repo_schema.repository import model_dirs, version_dirs
+from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.config import load_config
+from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
+from tritonctl.serve.core.model import ModelVersion
+
+log = logging.getLogger("tritonctl.serve")
+
+READY, UNAVAILABLE, LOADING, UNLOADING = "READY", "UNAVAILABLE", "LOADING", "UNLOADING"
+
+
+@dataclass
+class VersionState:
+    state: str
+    reason: str = ""
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    model_dir: Path
+    versions: dict[int, ModelVersion] = field(default_factory=dict)
+    states: dict[int, VersionState] = field(default_factory=dict)
+    error: str = ""  # a load failure that concerns the model as a whole (no version states)
+    fingerprint: tuple = ()
+    unloaded: bool = False
+
+
+def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]:
+    """(versions to load, versions the policy names but that do not exist) per the version policy."""
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return sorted(available), []
+    if which == "specific":
+        wanted = sorted(set(policy.specific.versions))
+        return [v for v in wanted if v in available], [v for v in wanted if v not in available]
+    count = policy.latest.num_versions if which == "latest" else 1
+    return sorted(available)[-max(count, 1):] if available else [], []
+
+
+def fingerprint(model_dir: Path) -> tuple:
+    """Names, sizes and modification times of every file under a model directory."""
+    entries = []
+    for path in sorted(model_dir.rglob("*")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        entries.append((str(path.relative_to(model_dir)), stat.st_size, stat.st_mtime_ns))
+    return tuple(entries)
+
+
+class ModelManager:
+    def __init__(self, repository: Path, control_mode: str = "none", config_name: str | None = None,
+                 strict_readiness: bool = True, drain_timeout_s: float = 30.0):
+        self.repository = repository
+        self.control_mode = control_mode
+        self.config_name = config_name
+        self.strict_readiness = strict_readiness
+        self.drain_timeout_s = drain_timeout_s
+        self.models: dict[str, ModelEntry] = {}
+        self._lock = threading.RLock()
+
+    # ---- discovery and loading -------------------------------------------------------------
+    def model_names_on_disk(self) -> list[str]:
+        return [d.name for d in model_dirs(self.repository)]
+
+    def load_all(self, names: list[str] | None = None) -> None:
+        for name in (names if names is not None else self.model_names_on_disk()):
+            try:
+                self.load(name)
+            except ServeError as exc:
+                log.error("%s", exc.message)
+
+    def load(self, name: str, config_override: str | None = None) -> None:
+        """Load or reload ``name``; the previous versions keep serving until the new ones are ready."""
+        model_dir = self.repository / name
+        if not model_dir.is_dir():
+            raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
+        with self._lock:
+            old = self.models.get(name)
+            loaded = load_config(model_dir, self.config_name, config_override)
+            entry = ModelEntry(name, model_dir, fingerprint=fingerprint(model_dir))
+            if loaded.errors or loaded.config is None:
+                entry.error = loaded.error_text() or "the config could not be built"
+                self._install(name, entry, old)
+                raise invalid_arg(f"load failed for model '{name}': {entry.error}")
+            config = loaded.config
+            config.name = name
+            available = [v.version for v in version_dirs(model_dir) if v.version is not None and v.version >= 0]
+            wanted, missing = policy_versions(config, available)
+            for version in missing:
+                entry.states[version] = VersionState(UNAVAILABLE, f"version {version} does not exist in {model_dir}")
+            if not wanted and not missing:
+                entry.error = f"no version is available for model '{name}' in {model_dir}"
+            for version in wanted:
+                reusable = old.versions.get(version) if old and config_override is None and \
+                    old.fingerprint == entry.fingerprint else None
+                if reusable is not None:
+                    entry.versions[version] = reusable
+                    entry.states[version] = VersionState(READY)
+                    continue
+                try:
+                    entry.versions[version] = ModelVersion.load(config, version, model_dir)
+                    entry.states[version] = VersionState(READY)
+                    log.info("loaded model '%s' version %d", name, version)
+                except BackendLoadError as exc:
+                    entry.states[version] = VersionState(UNAVAILABLE, str(exc))
+            self._install(name, entry, old)
+        failures = [f"version {v} is at UNAVAILABLE state: {s.reason}" for v, s in entry.states.items()
+                    if s.state != READY]
+        if entry.error or failures:
+            raise invalid_arg(f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures])))
+
+    def _install(self, name: str, entry: ModelEntry, old: ModelEntry | None) -> None:
+        self.models[name] = entry
+        if old is None:
+            return
+        retired = [mv for v, mv in old.versions.items() if entry.versions.get(v) is not mv]
+        if retired:
+            threading.Thread(target=self._retire, args=(retired,), daemon=True).start()
+
+    def _retire(self, versions: list[ModelVersion]) -> None:
+        for model_version in versions:
+            model_version.stop(self.drain_timeout_s)
+
+    def unload(self, name: str) -> None:
+        with self._lock:
+            entry = self.models.get(name)
+            if entry is None:
+                return
+            for version in entry.versions:
+                entry.states[version] = VersionState(UNLOADING)
+            versions = list(entry.versions.values())
+            entry.versions = {}
+        self._retire(versions)
+        with self._lock:
+            entry.states = {v: VersionState(UNAVAILABLE, "unloaded") for v in entry.states}
+            entry.unloaded = True
+            entry.error = ""
+        log.info("unloaded model '%s'", name)
+
+    def poll(self) -> None:
+        """POLL mode: load new and changed models, unload removed ones."""
+        on_disk = set(self.model_names_on_disk())
+        for name in sorted(on_disk):
+            entry = self.models.get(name)
+            if entry is None or entry.fingerprint != fingerprint(self.repository / name):
+                try:
+                    self.load(name)
+                except ServeError as exc:
+                    log.error("%s", exc.message)
+        for name in [n for n in self.models if n not in on_disk and not self.models[n].unloaded]:
+            self.unload(name)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        with self._lock:
+            versions = [mv for entry in self.models.values() for mv in entry.versions.values()]
+        for model_version in versions:
+            model_version.stop(timeout_s)
+
+    # ---- lookups ----------------------------------------------------------------------------
+    def get(self, name: str, version: str = "") -> ModelVersion:
+        entry = self.models.get(name)
+        if entry is None or (entry.unloaded and not entry.versions):
+            raise not_found(f"Request for unknown model: '{name}' is not found")
+        if version:
+            number = int(version)
+            model_version = entry.versions.get(number)
+            if model_version is not None:
+                return model_version
+            if number in entry.states:
+                raise unavailable(f"Request for unknown model: '{name}' version {number} is not at ready state")
+            raise not_found(f"Request for unknown model: '{name}' version {number} is not found")
+        if not entry.versions:
+            raise ServeError(Status.UNAVAILABLE, f"Request for unknown model: '{name}' has no available versions")
+        return entry.versions[max(entry.versions)]
+
+    def is_ready(self, name: str, version: str = "") -> bool:
+        try:
+            self.get(name, version)
+        except ServeError:
+            return False
+        return True
+
+    def server_ready(self) -> bool:
+        if not self.strict_readiness:
+            return True
+        for entry in self.models.values():
+            if entry.unloaded:
+                continue
+            if entry.error or any(s.state != READY for s in entry.states.values()):
+                return False
+        return True
+
+    def index(self, ready_only: bool = False) -> list[dict]:
+        rows = []
+        on_disk = self.model_names_on_disk() if self.repository.is_dir() else []
+        for name in sorted(set(on_disk) | set(self.models)):
+            entry = self.models.get(name)
+            if entry is None or (not entry.states and not entry.error):
+                if not ready_only:
+                    rows.append({"name": name, **({"state": UNAVAILABLE, "reason": "unloaded"}
+                                                  if entry is not None else {})})
+                continue
+            if entry.error and not entry.states:
+                if not ready_only:
+                    rows.append({"name": name, "state": UNAVAILABLE, "reason": entry.error})
+                continue
+            for version, state in sorted(entry.states.items()):
+                if ready_only and state.state != READY:
+                    continue
+                row = {"name": name, "version": str(version), "state": state.state}
+                if state.reason:
+                    row["reason"] = state.reason
+                rows.append(row)
+        return rows
+
+    def ready_versions(self, name: str) -> list[str]:
+        entry = self.models.get(name)
+        return [str(v) for v in sorted(entry.versions)] if entry else []

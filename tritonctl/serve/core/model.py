@@ -1,0 +1,212 @@
+"""One loaded model version: its config, instances, scheduler and statistics, the checks a
+request must pass before it is queued, and the execution of a batch of requests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tritonctl.repo_schema.schema import wire_datatype
+from tritonctl.serve.backends.base import Backend, BackendLoadError, InstanceSpec, create_backend
+from tritonctl.serve.core.classification import classify
+from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
+from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
+from tritonctl.serve.core.stats import ModelStats
+from tritonctl.serve.core.types import InferRequest, InferResponse, InferTensor
+
+
+class TensorSpec:
+    __slots__ = ("name", "datatype", "dims", "reshape", "optional", "label_file")
+
+    def __init__(self, tensor, batching: bool):
+        self.name: str = tensor.name
+        self.datatype: str = wire_datatype(tensor.data_type)
+        self.dims: list[int] = ([-1] if batching else []) + list(tensor.dims)
+        self.reshape: list[int] | None = list(tensor.reshape.shape) if tensor.HasField("reshape") else None
+        self.optional: bool = getattr(tensor, "optional", False)
+        self.label_file: str = getattr(tensor, "label_filename", "")
+
+    def matches(self, shape: tuple[int, ...]) -> bool:
+        return len(shape) == len(self.dims) and all(d == -1 or d == s for d, s in zip(self.dims, shape))
+
+
+def instance_specs(config) -> list[InstanceSpec]:
+    specs = []
+    for group in config.instance_group:
+        kind = "KIND_GPU" if group.kind == 1 else "KIND_CPU"  # KIND_AUTO (0) runs on CPU without a GPU
+        if kind == "KIND_GPU":
+            for gpu in (list(group.gpus) or [0]):
+                specs.extend(InstanceSpec(f"{group.name}_{i}", kind, gpu) for i in range(group.count))
+        else:
+            specs.extend(InstanceSpec(f"{group.name}_{i}", kind) for i in range(group.count))
+    return specs
+
+
+class ModelVersion:
+    """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
+
+    def __init__(self, config, version: int, model_dir: Path, instances: list[Backend]):
+        self.config = config
+        self.name: str = config.name
+        self.version = version
+        self.version_str = str(version)
+        self.model_dir = model_dir
+        self.max_batch_size: int = config.max_batch_size
+        batching = config.max_batch_size > 0
+        self.inputs = {t.name: TensorSpec(t, batching) for t in config.input}
+        self.outputs = {t.name: TensorSpec(t, batching) for t in config.output}
+        self.required_inputs = [n for n, s in self.inputs.items() if not s.optional]
+        self.all_outputs = list(self.outputs)
+        self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
+                       if spec.label_file}
+        self.instances = instances
+        self.stats = ModelStats(self.name, self.version_str)
+        self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
+                                   self.stats)
+
+    @classmethod
+    def load(cls, config, version: int, model_dir: Path) -> "ModelVersion":
+        version_dir = model_dir / str(version)
+        instances: list[Backend] = []
+        try:
+            for spec in instance_specs(config):
+                instances.append(create_backend(config, model_dir, version_dir, spec))
+        except BackendLoadError:
+            for instance in instances:
+                instance.close()
+            raise
+        return cls(config, version, model_dir, instances)
+
+    # ---- request checks ---------------------------------------------------------------------
+    def prepare(self, request: InferRequest) -> None:
+        """Check ``request`` against the config (Triton's texts, A.9) and set its batch size."""
+        rid = f"[request id: {request.id or '<id_unknown>'}] "
+        model = self.name
+        for name, tensor in request.inputs.items():
+            spec = self.inputs.get(name)
+            if spec is None:
+                raise invalid_arg(f"{rid}unexpected inference input '{name}' for model '{model}'")
+            if tensor.datatype != spec.datatype:
+                raise invalid_arg(f"{rid}inference input '{name}' data-type is '{tensor.datatype}', but model "
+                                  f"'{model}' expects '{spec.datatype}'")
+        missing = [n for n in self.required_inputs if n not in request.inputs]
+        if missing:
+            raise invalid_arg(
+                f"{rid}expected {len(self.required_inputs)} inputs but got {len(request.inputs)} inputs for model "
+                f"'{model}'. Got input(s) {sorted(request.inputs)}, but missing required input(s) {missing}. "
+                "Please provide all required input(s).")
+        batch = 1
+        if self.max_batch_size > 0:
+            sizes = {t.data.shape[0] if t.data.ndim else 0 for t in request.inputs.values()}
+            if len(sizes) > 1:
+                raise invalid_arg(f"{rid}inputs of model '{model}' have different batch sizes {sorted(sizes)}")
+            batch = sizes.pop()
+            if batch < 1 or batch > self.max_batch_size:
+                raise invalid_arg(f"{rid}inference request batch-size must be <= {self.max_batch_size} for "
+                                  f"'{model}'" if batch else f"{rid}inference request batch-size must be >= 1 "
+                                  f"for '{model}'")
+        for name, tensor in request.inputs.items():
+            spec = self.inputs[name]
+            if not spec.matches(tensor.data.shape):
+                raise invalid_arg(f"{rid}unexpected shape for input '{name}' for model '{model}'. Expected "
+                                  f"{_dims(spec.dims)}, got {_dims(tensor.data.shape)}")
+        if request.requested_outputs is not None:
+            for output in request.requested_outputs:
+                if output.name not in self.outputs:
+                    raise invalid_arg(f"{rid}unexpected inference output '{output.name}' for model '{model}'")
+        request.batch_size = batch
+
+    # ---- execution (instance worker thread) ---------------------------------------------------
+    def _model_input(self, name: str, arrays: list[np.ndarray], total: int) -> np.ndarray:
+        data = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        spec = self.inputs[name]
+        if spec.reshape is not None:
+            data = data.reshape(([total] if self.max_batch_size > 0 else []) + spec.reshape)
+        if spec.datatype == "BYTES":
+            data = data.astype(object)
+        return data
+
+    def _run_batch(self, instance: Backend, batch: list[InferRequest]) -> None:
+        start = time.monotonic_ns()
+        total = sum(r.batch_size for r in batch)
+        try:
+            names = batch[0].inputs.keys()
+            inputs = {n: self._model_input(n, [r.inputs[n].data for r in batch], total) for n in names}
+            wanted = self._wanted_outputs(batch)
+            computed = time.monotonic_ns()
+            produced = instance.execute(inputs, wanted)
+            executed = time.monotonic_ns()
+            responses = self._split(batch, produced)
+        except ServeError as exc:
+            self._fail_all(batch, exc, "BACKEND")
+            return
+        except Exception as exc:  # a model must never take the worker down
+            self._fail_all(batch, internal(f"model '{self.name}' failed: {exc}"), "BACKEND")
+            return
+        end = time.monotonic_ns()
+        self.stats.record_execution(len(batch), total, computed - start, executed - computed, end - executed)
+        for request, response in zip(batch, responses):
+            self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+            request.finish(response)
+
+    def _wanted_outputs(self, batch: list[InferRequest]) -> list[str]:
+        if any(r.requested_outputs is None for r in batch):
+            return self.all_outputs
+        names = {o.name for r in batch for o in r.requested_outputs}
+        return [n for n in self.all_outputs if n in names]
+
+    def _split(self, batch: list[InferRequest], produced: dict[str, np.ndarray]) -> list[InferResponse]:
+        responses = []
+        offset = 0
+        for request in batch:
+            outputs = []
+            requested = request.requested_outputs
+            selection = [(n, 0) for n in self.all_outputs] if requested is None \
+                else [(o.name, o.classification) for o in requested]
+            for name, top_n in selection:
+                data = produced.get(name)
+                if data is None:
+                    raise internal(f"model '{self.name}' did not produce output '{name}'")
+                if self.max_batch_size > 0 and len(batch) > 1:
+                    data = data[offset:offset + request.batch_size]
+                spec = self.outputs[name]
+                if spec.reshape is not None:
+                    data = data.reshape(([request.batch_size] if self.max_batch_size > 0 else [])
+                                        + [d for d in spec.dims[1 if self.max_batch_size > 0 else 0:]])
+                if top_n:
+                    outputs.append(InferTensor(name, "BYTES", classify(data, top_n, self.max_batch_size > 0,
+                                                                       self.labels.get(name))))
+                else:
+                    outputs.append(InferTensor(name, spec.datatype, data))
+            offset += request.batch_size
+            responses.append(InferResponse(self.name, self.version_str, request.id, outputs))
+        return responses
+
+    def _fail_all(self, batch: list[InferRequest], error: ServeError, reason: str) -> None:
+        now = time.monotonic_ns()
+        for request in batch:
+            self.stats.record_failure(now - request.arrival_ns, reason)
+            request.finish(None, error)
+
+    def enqueue(self, request: InferRequest) -> None:
+        self.scheduler.enqueue(request)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Finish queued and running requests (up to ``timeout_s``), then release the instances."""
+        if not self.scheduler.stop(timeout_s):
+            self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
+        for instance in self.instances:
+            instance.close()
+
+
+def _dims(shape) -> str:
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def _read_labels(model_dir: Path, filename: str) -> list[str]:
+    try:
+        return (model_dir / filename).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []

@@ -1,0 +1,294 @@
+"""Triton's dynamic batcher (serving_protocol.md section B) and its default scheduler.
+
+One queue per model version, shared by all its instances. Each instance has a worker thread;
+a worker forms the next batch only when it is free to run it (Triton's "payload slot" rule),
+so batches grow naturally while every instance is busy. Batching off (no ``dynamic_batching``)
+is the same scheduler handing requests over one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from tritonctl.serve.core.errors import ServeError, Status, unavailable
+from tritonctl.serve.core.stats import ModelStats
+from tritonctl.serve.core.types import InferRequest
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    delay_on_timeout: bool = False  # timeout_action DELAY; REJECT otherwise
+    default_timeout_us: int = 0
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0  # 0 = unbounded
+
+    @classmethod
+    def from_proto(cls, policy) -> "QueuePolicy":
+        return cls(policy.timeout_action == 1, policy.default_timeout_microseconds,
+                   policy.allow_timeout_override, policy.max_queue_size)
+
+    def timeout_us(self, requested_us: int) -> int:
+        """A request may only shorten a non-zero default timeout (B.3)."""
+        if self.allow_timeout_override and requested_us and self.default_timeout_us \
+                and requested_us < self.default_timeout_us:
+            return requested_us
+        return self.default_timeout_us
+
+
+@dataclass(frozen=True)
+class BatchingOptions:
+    enabled: bool = False
+    max_batch_size: int = 0
+    preferred_sizes: tuple[int, ...] = ()
+    max_queue_delay_ns: int = 0
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_policy: QueuePolicy = QueuePolicy()
+    level_policies: tuple[tuple[int, QueuePolicy], ...] = ()
+    ragged_inputs: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_config(cls, config) -> "BatchingOptions":
+        if not config.HasField("dynamic_batching"):
+            return cls()
+        db = config.dynamic_batching
+        max_batch = max(config.max_batch_size, 1)
+        preferred = tuple(sorted(set(db.preferred_batch_size))) or (max_batch,)
+        return cls(
+            enabled=config.max_batch_size > 0,
+            max_batch_size=max_batch,
+            preferred_sizes=preferred,
+            max_queue_delay_ns=db.max_queue_delay_microseconds * 1000,
+            priority_levels=db.priority_levels,
+            default_priority_level=db.default_priority_level if db.priority_levels else 0,
+            default_policy=QueuePolicy.from_proto(db.default_queue_policy),
+            level_policies=tuple((level, QueuePolicy.from_proto(p)) for level, p in db.priority_queue_policy.items()),
+            ragged_inputs=frozenset(i.name for i in config.input if i.allow_ragged_batch),
+        )
+
+
+class _Level:
+    __slots__ = ("policy", "queue", "delayed")
+
+    def __init__(self, policy: QueuePolicy):
+        self.policy = policy
+        self.queue: deque[InferRequest] = deque()
+        self.delayed: deque[InferRequest] = deque()
+
+    def __len__(self) -> int:
+        return len(self.queue) + len(self.delayed)
+
+
+RunBatch = Callable[[object, list[InferRequest]], None]
+
+
+class Scheduler:
+    """Queues requests of one model version and runs batches of them on its instances."""
+
+    def __init__(self, model: str, options: BatchingOptions, instances: list, run_batch: RunBatch,
+                 stats: ModelStats):
+        self.model = model
+        self.options = options
+        self.stats = stats
+        self._run_batch = run_batch
+        policies = dict(options.level_policies)
+        levels = range(1, options.priority_levels + 1) if options.priority_levels else [0]
+        self._levels = {lv: _Level(policies.get(lv, options.default_policy)) for lv in levels}
+        self._cond = threading.Condition()
+        self._queued = 0
+        self._accepting = True
+        self._stopping = False
+        self._busy = 0
+        self._workers = [threading.Thread(target=self._work, args=(inst,), daemon=True,
+                                          name=f"{model}-instance-{i}") for i, inst in enumerate(instances)]
+        for worker in self._workers:
+            worker.start()
+
+    # ---- enqueue ------------------------------------------------------------------------------
+    def level_of(self, priority: int) -> int:
+        if not self.options.priority_levels:
+            return 0
+        if priority == 0 or priority > self.options.priority_levels:
+            return self.options.default_priority_level
+        return priority
+
+    def enqueue(self, request: InferRequest) -> None:
+        """Queue ``request``; raises ServeError when the queue refuses it."""
+        level = self._levels[self.level_of(request.priority)]
+        now = time.monotonic_ns()
+        request.queue_start_ns = now
+        timeout_us = level.policy.timeout_us(request.timeout_us)
+        request.deadline_ns = now + timeout_us * 1000 if timeout_us else 0
+        with self._cond:
+            if not self._accepting:
+                raise unavailable(f"Server is stopping, scheduler for model '{self.model}' has stopped accepting "
+                                  "new inference requests")
+            if level.policy.max_queue_size and len(level) >= level.policy.max_queue_size:
+                raise unavailable(f"[request id: {request.id or '<id_unknown>'}] Exceeds maximum queue size")
+            level.queue.append(request)
+            self._queued += 1
+            self._cond.notify()
+        self.stats.add_pending(1)
+
+    # ---- batch formation (under the lock) -------------------------------------------------------
+    def _candidates(self) -> Iterator[InferRequest]:
+        for level in self._levels.values():
+            yield from level.queue
+            yield from level.delayed
+
+    def _expire(self, now: int) -> list[tuple[InferRequest, ServeError, str]]:
+        """Drop cancelled requests and apply timeouts; returns the requests to fail."""
+        failed = []
+        for level in self._levels.values():
+            if not any(r.cancelled or (r.deadline_ns and r.deadline_ns <= now) for r in level.queue) \
+                    and not any(r.cancelled for r in level.delayed):
+                continue
+            keep: deque[InferRequest] = deque()
+            for request in level.queue:
+                if request.cancelled:
+                    failed.append((request, ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED"))
+                elif request.deadline_ns and request.deadline_ns <= now:
+                    if level.policy.delay_on_timeout:
+                        request.delayed = True
+                        level.delayed.append(request)
+                    else:
+                        failed.append((request, unavailable("Request timeout expired"), "REJECTED"))
+                else:
+                    keep.append(request)
+            level.queue = keep
+            cancelled = [r for r in level.delayed if r.cancelled]
+            if cancelled:
+                level.delayed = deque(r for r in level.delayed if not r.cancelled)
+                failed.extend((r, ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED")
+                              for r in cancelled)
+        self._queued -= len(failed)
+        return failed
+
+    def _shape_key(self, request: InferRequest) -> tuple:
+        ragged = self.options.ragged_inputs
+        return tuple(sorted((name, t.data.shape[1:]) for name, t in request.inputs.items() if name not in ragged))
+
+    def _form_batch(self, now: int) -> tuple[list[InferRequest] | None, float | None]:
+        """(batch, None) to run now, or (None, seconds to wait before looking again)."""
+        opts = self.options
+        if not opts.enabled:
+            return [next(self._candidates())], None
+        max_preferred = opts.preferred_sizes[-1]
+        pending: list[InferRequest] = []
+        size = 0
+        best = 0
+        mark = 0
+        send_now = False
+        shape_key = None
+        for request in self._candidates():
+            if size + request.batch_size > max_preferred:
+                if best == 0:
+                    best, mark = size, len(pending)
+            if size + request.batch_size > opts.max_batch_size:
+                send_now = True
+                break
+            key = self._shape_key(request)
+            if shape_key is None:
+                shape_key = key
+            elif key != shape_key:
+                send_now = True
+                break
+            pending.append(request)
+            size += request.batch_size
+            if size in opts.preferred_sizes:
+                best, mark = size, len(pending)
+        oldest = min(r.queue_start_ns for r in pending)
+        delay = opts.max_queue_delay_ns
+        delay_exceeded = delay != 0 and now - oldest >= delay
+        if best and not delay_exceeded:
+            return pending[:mark], None
+        if send_now or size >= max_preferred or delay_exceeded or delay == 0:
+            return pending, None
+        wait_ns = oldest + delay - now
+        deadlines = [r.deadline_ns for r in self._candidates() if r.deadline_ns and not r.delayed]
+        if deadlines:
+            wait_ns = min(wait_ns, min(deadlines) - now)
+        return None, max(wait_ns, 0) / 1e9
+
+    def _remove(self, batch: list[InferRequest]) -> None:
+        taken = set(map(id, batch))
+        for level in self._levels.values():
+            if any(id(r) in taken for r in level.queue):
+                level.queue = deque(r for r in level.queue if id(r) not in taken)
+            if level.delayed and any(id(r) in taken for r in level.delayed):
+                level.delayed = deque(r for r in level.delayed if id(r) not in taken)
+        self._queued -= len(batch)
+
+    def _next_batch(self) -> tuple[list[InferRequest] | None, list]:
+        """Wait for work; (batch, failures) or (None, failures) when stopped and drained."""
+        with self._cond:
+            while True:
+                now = time.monotonic_ns()
+                failed = self._expire(now)
+                if failed:
+                    return [], failed
+                if self._queued == 0:
+                    if self._stopping:
+                        return None, []
+                    self._cond.wait()
+                    continue
+                batch, wait_s = self._form_batch(now)
+                if batch is not None:
+                    self._remove(batch)
+                    self._busy += 1
+                    if self._queued:
+                        self._cond.notify()
+                    return batch, []
+                self._cond.wait(wait_s)
+
+    def _work(self, instance) -> None:
+        while True:
+            batch, failed = self._next_batch()
+            for request, error, reason in failed:
+                self.stats.add_pending(-1)
+                self.stats.record_failure(time.monotonic_ns() - request.arrival_ns, reason)
+                request.finish(None, error)
+            if batch is None:
+                return
+            if not batch:
+                continue
+            self.stats.add_pending(-len(batch))
+            try:
+                self._run_batch(instance, batch)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return self._queued == 0 and self._busy == 0
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Stop accepting, run what is queued, then end the workers. True when all finished."""
+        with self._cond:
+            self._accepting = False
+            self._stopping = True
+            self._cond.notify_all()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for worker in self._workers:
+            worker.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+        return not any(w.is_alive() for w in self._workers)
+
+    def fail_queued(self, error: ServeError) -> None:
+        """Answer every request still queued with ``error`` (used when a stop times out)."""
+        with self._cond:
+            requests = list(self._candidates())
+            for level in self._levels.values():
+                level.queue.clear()
+                level.delayed.clear()
+            self._queued = 0
+        for request in requests:
+            self.stats.add_pending(-1)
+            request.finish(None, error)

@@ -1,0 +1,135 @@
+"""The transport-free server: what every HTTP / gRPC endpoint asks for, in protocol terms."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tritonctl import __version__
+from tritonctl.serve.core.errors import ServeError, not_found
+from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.types import InferRequest, InferResponse
+
+EXTENSIONS = ["classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
+              "model_configuration", "binary_tensor_data", "parameters", "statistics", "logging"]
+SERVER_NAME = "triton"
+PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this server follows
+
+
+class InferenceServer:
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+        self.live = True
+        self.stopping = False
+        self.log_settings = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                             "log_verbose_level": 0, "log_format": "default"}
+
+    # ---- health and metadata -------------------------------------------------------------------
+    def ready(self) -> bool:
+        return self.live and not self.stopping and self.manager.server_ready()
+
+    def metadata(self) -> dict:
+        return {"name": SERVER_NAME, "version": PROTOCOL_VERSION, "extensions": EXTENSIONS,
+                "tritonctl_version": __version__}
+
+    def model_metadata(self, name: str, version: str = "") -> dict:
+        model = self.manager.get(name, version)
+        config = model.config
+
+        def tensors(specs) -> list[dict]:
+            return [{"name": s.name, "datatype": s.datatype, "shape": list(s.dims)} for s in specs.values()]
+
+        return {
+            "name": name,
+            "versions": [version] if version else self.manager.ready_versions(name),
+            "platform": config.platform or config.backend,
+            "inputs": tensors(model.inputs),
+            "outputs": tensors(model.outputs),
+        }
+
+    def model_config(self, name: str, version: str = ""):
+        return self.manager.get(name, version).config
+
+    def model_config_json(self, name: str, version: str = "") -> dict:
+        return config_to_json(self.model_config(name, version))
+
+    def statistics(self, name: str = "", version: str = "") -> dict:
+        if not name:
+            stats = [mv.stats.to_json() for entry in self.manager.models.values()
+                     for _, mv in sorted(entry.versions.items())]
+            return {"model_stats": stats}
+        entry = self.manager.models.get(name)
+        if entry is None or not entry.versions:
+            raise not_found(f"requested model '{name}' is not available")
+        if version:
+            return {"model_stats": [self.manager.get(name, version).stats.to_json()]}
+        return {"model_stats": [mv.stats.to_json() for _, mv in sorted(entry.versions.items())]}
+
+    # ---- inference ---------------------------------------------------------------------------
+    def submit(self, request: InferRequest) -> None:
+        """Check and queue ``request``; raises ServeError when it is refused at once."""
+        model = self.manager.get(request.model_name, request.model_version)
+        model.prepare(request)
+        try:
+            model.enqueue(request)
+        except ServeError as exc:
+            model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
+            raise exc
+
+    def infer_future(self, request: InferRequest) -> "asyncio.Future[InferResponse]":
+        """Submit from an event loop; the future resolves on that loop when the request finishes."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def complete(response, error) -> None:
+            loop.call_soon_threadsafe(_resolve, future, response, error)
+
+        request.complete = complete
+        self.submit(request)
+        return future
+
+
+def _resolve(future: asyncio.Future, response, error) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(response)
+
+
+def config_to_json(config) -> dict:
+    """Triton's ModelConfigToJson: proto field names, defaults printed, int64 as JSON numbers."""
+    from google.protobuf import json_format
+
+    data = json_format.MessageToDict(config, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+    return _int64_to_numbers(config.DESCRIPTOR, data)
+
+
+_INT64_TYPES = {3, 4, 6, 16, 18}  # FieldDescriptor.TYPE_INT64, UINT64, FIXED64, SFIXED64, SINT64
+
+
+def _int64_to_numbers(descriptor, data):
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if field.message_type is not None:
+            if field.message_type.GetOptions().map_entry:
+                value_field = field.message_type.fields_by_name["value"]
+                if value_field.message_type is not None:
+                    for key in value:
+                        _int64_to_numbers(value_field.message_type, value[key])
+                elif value_field.type in _INT64_TYPES:
+                    data[field.name] = {k: int(v) for k, v in value.items()}
+            elif isinstance(value, list):
+                for item in value:
+                    _int64_to_numbers(field.message_type, item)
+            else:
+                _int64_to_numbers(field.message_type, value)
+        elif field.type in _INT64_TYPES:
+            data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+    return data
+
+

@@ -1,0 +1,83 @@
+"""Per model-version statistics, accounted as Triton does (serving_protocol.md B.10) and
+reported in Triton's JSON shape (A.10)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "ns": self.ns}
+
+
+PHASES = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+
+
+@dataclass
+class ModelStats:
+    name: str
+    version: str
+    inference_count: int = 0
+    execution_count: int = 0
+    last_inference_ms: int = 0
+    phases: dict[str, Duration] = field(default_factory=lambda: {p: Duration() for p in PHASES})
+    # batch size -> (compute_input, compute_infer, compute_output)
+    batches: dict[int, tuple[Duration, Duration, Duration]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)  # reason -> count (REJECTED, CANCELED, BACKEND, OTHER)
+    pending: int = 0  # requests queued, not yet executing
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record_execution(self, batch_requests: int, batch_size: int, input_ns: int, infer_ns: int,
+                         output_ns: int) -> None:
+        with self._lock:
+            self.execution_count += 1
+            self.inference_count += batch_size
+            self.last_inference_ms = int(time.time() * 1000)
+            for phase, ns in (("compute_input", input_ns), ("compute_infer", infer_ns), ("compute_output", output_ns)):
+                self.phases[phase].add(ns * batch_requests, batch_requests)
+            per_size = self.batches.setdefault(batch_size, (Duration(), Duration(), Duration()))
+            for duration, ns in zip(per_size, (input_ns, infer_ns, output_ns)):
+                duration.add(ns)
+
+    def record_success(self, request_ns: int, queue_ns: int) -> None:
+        with self._lock:
+            self.phases["success"].add(request_ns)
+            self.phases["queue"].add(queue_ns)
+
+    def record_failure(self, request_ns: int, reason: str) -> None:
+        with self._lock:
+            self.phases["fail"].add(request_ns)
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+
+    def add_pending(self, delta: int) -> None:
+        with self._lock:
+            self.pending += delta
+
+    def to_json(self) -> dict:
+        with self._lock:
+            return {
+                "name": self.name,
+                "version": self.version,
+                "last_inference": self.last_inference_ms,
+                "inference_count": self.inference_count,
+                "execution_count": self.execution_count,
+                "inference_stats": {p: d.to_json() for p, d in self.phases.items()},
+                "response_stats": {},
+                "batch_stats": [
+                    {"batch_size": size, "compute_input": i.to_json(), "compute_infer": n.to_json(),
+                     "compute_output": o.to_json()}
+                    for size, (i, n, o) in sorted(self.batches.items())
+                ],
+                "memory_usage": [],
+            }

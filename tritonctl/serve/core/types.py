@@ -1,0 +1,106 @@
+"""Requests, responses and tensors of the data plane, independent of any transport."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tritonctl.serve.core.errors import ServeError, invalid_arg
+
+# Protocol datatype -> numpy dtype. BF16 has no numpy type: its raw 2-byte words are kept as uint16.
+NUMPY_DTYPE: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+    "BF16": np.dtype(np.uint16), "BYTES": np.dtype(np.object_),
+}
+DATATYPE_OF_NUMPY: dict[np.dtype, str] = {
+    dtype: name for name, dtype in NUMPY_DTYPE.items() if name not in ("BF16",)
+}
+
+
+def numpy_dtype(datatype: str) -> np.dtype:
+    try:
+        return NUMPY_DTYPE[datatype]
+    except KeyError:
+        raise invalid_arg(f"invalid datatype '{datatype}'") from None
+
+
+def element_size(datatype: str) -> int:
+    """Bytes per element on the wire; 0 for BYTES (variable length)."""
+    return 0 if datatype == "BYTES" else NUMPY_DTYPE[datatype].itemsize
+
+
+@dataclass(slots=True)
+class InferTensor:
+    """A named tensor: the protocol datatype and its data (BYTES: an object array of bytes)."""
+
+    name: str
+    datatype: str
+    data: np.ndarray
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.data.shape)
+
+
+@dataclass(slots=True)
+class RequestedOutput:
+    name: str
+    classification: int = 0  # top-N classification when > 0
+    parameters: dict[str, Any] = field(default_factory=dict)  # transport options such as binary_data
+
+
+@dataclass(slots=True)
+class InferResponse:
+    model_name: str
+    model_version: str
+    id: str
+    outputs: list[InferTensor]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+Completion = Callable[["InferResponse | None", "ServeError | None"], None]
+
+
+@dataclass(slots=True, eq=False)
+class InferRequest:
+    """One inference request as the scheduler sees it.
+
+    ``complete`` is called exactly once, from whatever thread finishes the request, with either a
+    response or an error; transports turn that into a reply on their own event loop.
+    """
+
+    model_name: str
+    inputs: dict[str, InferTensor]
+    model_version: str = ""  # "" = the model's latest ready version
+    id: str = ""
+    requested_outputs: list[RequestedOutput] | None = None  # None = every output
+    parameters: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0  # 0 = the model's default level; 1 is the highest
+    timeout_us: int = 0  # requested queue timeout; 0 = the model's default
+    complete: Completion | None = None
+    cancelled: bool = False  # set by a transport when the client has gone
+    arrival_ns: int = field(default_factory=time.monotonic_ns)
+    # Filled by the server while scheduling:
+    batch_size: int = 1
+    deadline_ns: int = 0  # 0 = no queue deadline
+    delayed: bool = False  # timed out under a DELAY policy
+    queue_start_ns: int = 0
+    _done: bool = False
+
+    def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:
+        """Deliver the result once; later calls are ignored."""
+        if self._done:
+            return
+        self._done = True
+        if self.complete is not None:
+            self.complete(response, error)
+
+    @property
+    def done(self) -> bool:
+        return self._done
