@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
@@ -36,8 +37,21 @@ def _tensor(value_info) -> TensorInfo:
 
 
 def read_onnx_io(path: Path) -> ModelIO:
-    """Inputs and outputs of an ONNX model. External data files are never opened."""
+    """Inputs and outputs of an ONNX model. External data files are never opened.
+
+    Results are cached per file and modification time, so the rules that look at
+    one model (its own checks, every ensemble that uses it) read it once.
+    """
     file = onnx_model_path(path)
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {file}: {exc.strerror}") from None
+    return _read_onnx_io(file.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_onnx_io(file: Path, mtime_ns: int, size: int) -> ModelIO:
     try:
         data = file.read_bytes()
     except OSError as exc:
