@@ -158,3 +158,17 @@ def test_validate_does_not_import_heavy_libraries(repos):
              "print(sorted(m for m in ('onnxruntime', 'torch', 'tensorrt', 'grpc', 'pandas') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=repos, timeout=60)
     assert run.stdout.strip().splitlines()[-1] == "[]", run.stderr
+
+
+def test_pre_commit_hook_runs_validate_on_config_files(repos, capsys):
+    manifest = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
+    fields = dict(re.findall(r"^\s*-?\s*(\w+): (.+)$", manifest, re.M))
+    assert fields["id"] == "tritonctl-validate" and fields["pass_filenames"] == "true"
+    pattern = re.compile(fields["files"])
+    assert pattern.search("models/resnet/config.pbtxt") and pattern.search("config.pbtxt")
+    assert not pattern.search("models/resnet/1/model.py") and not pattern.search("models/x/myconfig.pbtxt")
+    # pre-commit appends the changed files to the entry: each is validated in its model directory.
+    entry = fields["entry"].split()
+    assert entry[:2] == ["tritonctl", "validate"]
+    code, out, _ = cli(capsys, *entry[1:], "clean/m/config.pbtxt", "broken/m/config.pbtxt")
+    assert code == 1 and "broken/m/config.pbtxt:2:17" in out and out.endswith("1 error in 2 models\n")

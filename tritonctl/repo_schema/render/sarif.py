@@ -84,6 +84,7 @@ def sarif_log(report: ValidationReport, cwd: Path | None = None) -> dict:
                 "informationUri": INFORMATION_URI,
                 "rules": [_rule(info) for info in codes.values()],
             }},
+            "invocations": [{"executionSuccessful": True}],
             "originalUriBaseIds": {SRCROOT: {"uri": root}},
             "columnKind": "unicodeCodePoints",
             "results": [_result(d, index.get(d.code), cwd) for d in report.diagnostics],
