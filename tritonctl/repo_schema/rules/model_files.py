@@ -1,0 +1,384 @@
+"""The config against the model files it runs (BE-ORT, BE-TRT, BE-PT, BE-PY)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
+from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
+from tritonctl.repo_schema.rules import model_rule
+from tritonctl.repo_schema.rules.layout import anchor, versions_to_load
+from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
+
+UNREADABLE = register(
+    "MF01", "model file is corrupt or unreadable", "error",
+    """
+    The model file in a version directory cannot be parsed (for ONNX: the protobuf does
+    not decode, or it has no graph). Triton fails the version when the backend opens it.
+    Re-export the model; a truncated download or a Git LFS pointer file are common causes.
+    """, "PB-10")
+INPUT_COUNT = register(
+    "ORT01", "config and ONNX model disagree on the number of inputs", "error",
+    """
+    ONNX Runtime needs one config entry for every model input: config inputs (optional
+    ones excepted) plus batch inputs, sequence controls and states must add up to the
+    model's inputs. Triton fails: "unable to load model '<m>', configuration expects N
+    inputs, model provides M".
+    """, "BE-ORT-01")
+UNKNOWN_NAME = register(
+    "ORT02", "tensor name not in the ONNX model", "error",
+    """
+    Config input and output names must be the model's tensor names. Triton fails:
+    "unexpected inference input|output '<n>', allowed inputs|outputs are: ...". ONNX
+    exports often rename tensors (e.g. '307', 'input.1'); check them with Netron or
+    `tritonctl generate`.
+    """, "BE-ORT-02")
+DTYPE = register(
+    "ORT03", "data_type differs from the ONNX model", "error",
+    """
+    data_type must be the model's element type (FLOAT is TYPE_FP32, INT64 is
+    TYPE_INT64, ...). Triton fails: "configuration expects datatype <cfg> for input
+    '<n>', model provides TYPE_<onnx>". Change data_type, or cast inside the model.
+    """, "BE-ORT-03")
+NO_BATCH_AXIS = register(
+    "ORT04", "max_batch_size > 0 but the ONNX model has no dynamic batch dimension", "error",
+    """
+    With max_batch_size > 0 Triton prepends a batch dimension, so every model tensor
+    needs rank >= 1 and a variable (-1) first dimension. A model exported with a fixed
+    batch (often 1) fails: "for the model to support batching the shape should have at
+    least 1 dimension and the first dimension must be -1; but shape expected by the
+    model is [..]". Re-export with a dynamic batch axis, or set max_batch_size: 0 and
+    give the full shape in dims.
+    """, "BE-ORT-04")
+SHAPE = register(
+    "ORT05", "dims differ from the ONNX model's shape", "error",
+    """
+    Triton compares [-1] + dims (batching) or dims (non-batching), or reshape when set,
+    with the model's shape: same rank; for inputs a -1 in the model accepts any value
+    but a fixed model dimension must be repeated exactly; outputs must match exactly.
+    Triton fails: "the model expects K dimensions (shape ..) but the model configuration
+    specifies ...". A common cause is repeating the batch dimension in dims while
+    max_batch_size > 0.
+    """, "BE-ORT-05")
+TRT_NOT_CHECKED = register(
+    "TRT50", "TensorRT plan not checked", "info",
+    """
+    Checking a config against a TensorRT engine needs the `tensorrt` package and a GPU
+    the engine was built for. Without them tritonctl skips the plan checks. Install
+    `tritonctl[tensorrt]` on a GPU machine to run them.
+    """, "BE-TRT-01")
+TRT_NAME = register(
+    "TRT01", "tensor name not in the TensorRT engine", "error",
+    """
+    Config names must be engine IO tensor names, and every engine input needs a config
+    entry. Triton fails: "unexpected inference input '<n>', allowed inputs are: ..." or
+    "expected configuration for input '<n>'".
+    """, "BE-TRT-01")
+TRT_DTYPE = register(
+    "TRT02", "data_type differs from the TensorRT engine", "error",
+    """
+    data_type must equal the engine tensor type. Triton fails: "unexpected datatype
+    TYPE_X for inference input '<n>', expecting TYPE_Y".
+    """, "BE-TRT-02")
+TRT_SHAPE_TENSOR = register(
+    "TRT03", "is_shape_tensor / is_non_linear_format_io differ from the engine", "error",
+    """
+    is_shape_tensor and is_non_linear_format_io must match the engine in both
+    directions ("is incorrectly specified as a shape tensor", "is a shape tensor but
+    the model configuration doesn't mark it").
+    """, "BE-TRT-03")
+TRT_DIMS = register(
+    "TRT04", "dims differ from the TensorRT engine or its profile", "error",
+    """
+    [-1] + dims (batching) or dims must have the engine tensor's rank and agree where
+    neither side is -1; the config shape, with max_batch_size as the batch, must lie
+    within optimization profile 0 ("model expected the shape of dimension i to be
+    between a and b but received c").
+    """, "BE-TRT-04")
+TRT_MAX_BATCH = register(
+    "TRT05", "max_batch_size above the engine's maximum", "error",
+    """
+    Triton fails: "configuration specified max-batch N but TensorRT engine only supports
+    max-batch M". Lower max_batch_size or rebuild the engine with a larger profile.
+    """, "BE-TRT-05")
+PT_NO_IO = register(
+    "PT01", "PyTorch model config without inputs or outputs", "error",
+    """
+    The PyTorch backend has no auto-complete: config.pbtxt must list the inputs and the
+    outputs. Triton fails: "model configuration must contain at least one input, none
+    were specified".
+    """, "BE-PT-01")
+PT_INDEX_NAME = register(
+    "PT02", "PyTorch sequence control or state not named <name>__<index>", "error",
+    """
+    TorchScript models take positional arguments. Sequence controls and states are
+    matched to them by the `<name>__<index>` convention only (e.g. START__2); Triton
+    fails: "input '<n>' does not follow naming convention i.e. <name>__<index>".
+    """, "BE-PT-02")
+PT_STRING_RANK = register(
+    "PT04", "PyTorch TYPE_STRING tensor with more than one dimension", "error",
+    """
+    The PyTorch backend passes strings as a List[str], so a TYPE_STRING tensor may have
+    one dimension in total, the batch dimension included (reshape counts when set).
+    Triton fails: "Triton only supports 1 dimensional List of String as input". With
+    max_batch_size > 0 use dims: [1] plus reshape: { shape: [] }.
+    """, "BE-PT-04")
+PT_MIXED_NAMES = register(
+    "PT50", "PyTorch inputs mix <name>__<index> and plain names", "warning",
+    """
+    When some input names follow <name>__<index> and others do not, the backend falls
+    back to the config order as the forward() argument order, which silently breaks when
+    the list is reordered. Use one naming style.
+    """, "BE-PT-02")
+PY_LOAD = register(
+    "PY01", "model.py cannot be loaded", "error",
+    """
+    The Python backend imports model.py and instantiates its TritonPythonModel class.
+    A syntax error ("SyntaxError: invalid syntax (model.py, line N)") or a missing class
+    ("module '1.model' has no attribute 'TritonPythonModel'") fails the model.
+    """, "BE-PY-01")
+PY_NO_EXECUTE = register(
+    "PY50", "TritonPythonModel has no execute method", "warning",
+    """
+    Triton calls TritonPythonModel.execute(requests) for every batch; without it every
+    request fails. Define execute, or inherit it from a base class.
+    """, "BE-PY-01")
+PY_NO_IO = register(
+    "PY51", "Python model with no inputs, no outputs and no auto_complete_config", "warning",
+    """
+    The config lists no inputs or outputs and model.py has no auto_complete_config to add
+    them, so Triton serves a model that accepts no inputs ("expected 0 inputs but got 1
+    inputs"). List the inputs and outputs in config.pbtxt.
+    """, "BE-PY-02")
+
+CONTROL_KINDS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
+                 "CONTROL_SEQUENCE_CORRID")
+
+
+def _fmt(dims) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _shape_of(entry) -> tuple[int, ...]:
+    return tuple(entry.reshape.shape if entry.HasField("reshape") else entry.dims)
+
+
+def _shape_path(entry, side: str, index: int) -> tuple:
+    return (side, index, "reshape") if entry.HasField("reshape") else (side, index, "dims")
+
+
+def _dims_ok(config_full: tuple, model: tuple, exact: bool) -> bool:
+    return len(config_full) == len(model) and all(
+        m == c for m, c in zip(model, config_full) if exact or m != -1)
+
+
+def _model_files(ctx, default: str) -> list[tuple[int, Path]]:
+    filename = ctx.effective.default_model_filename or default
+    return [(v, d / filename) for v, d in versions_to_load(ctx).items() if (d / filename).exists()]
+
+
+def _report_unreadable(ctx, exc: Exception, file: Path) -> None:
+    ctx.report(UNREADABLE, f"{file.parent.name}/{file.name}: {exc}", anchor(ctx),
+               hint="re-export the model file (a truncated copy or a Git LFS pointer is a common cause)")
+
+
+def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, batching: bool) -> None:
+    model_file = "the ONNX model"
+    if tensor.data_type and entry.data_type and data_type_name(entry.data_type) != tensor.data_type:
+        ctx.report(DTYPE, f"{side} '{entry.name}': config.pbtxt says {data_type_name(entry.data_type)} but "
+                   f"{model_file} declares {tensor.source_type}", (side, index, "data_type"),
+                   hint=f"change data_type to {tensor.data_type}, or cast in the model")
+    if not tensor.ranked or (batching and (not tensor.dims or tensor.dims[0] != -1)):
+        return  # no shape to compare, or reported as ORT04
+    shape = _shape_of(entry)
+    if not tensor.dims and not batching:
+        if any(d != 1 for d in shape):
+            ctx.report(SHAPE, f"{side} '{entry.name}' is a scalar in {model_file}, but dims are {_fmt(shape)}",
+                       _shape_path(entry, side, index), hint="use dims: [ 1 ] for a scalar")
+        return
+    full = ((-1,) + shape) if batching else shape
+    if _dims_ok(full, tensor.dims, exact=side == "output"):
+        return
+    suggestion = tensor.dims[1:] if batching else tensor.dims
+    message = (f"{side} '{entry.name}': config shape {_fmt(full)}"
+               f"{' (batch dimension from max_batch_size, then dims)' if batching else ''} does not match "
+               f"{model_file}'s shape {_fmt(tensor.dims)}")
+    if batching and len(shape) == len(tensor.dims) and shape and shape[0] == -1:
+        hint = f"dims must leave out the batch dimension that max_batch_size adds: use dims: {_fmt(suggestion)}"
+    else:
+        hint = f"use dims: {_fmt(suggestion)}" + (" (outputs must match exactly, -1 included)"
+                                                   if side == "output" else "")
+    ctx.report(SHAPE, message, _shape_path(entry, side, index), hint=hint)
+
+
+def _covered_input_names(config) -> set[str]:
+    names = {i.name for i in config.input} | {b.target_name for b in config.batch_input}
+    seq = config.sequence_batching
+    names |= {c.name for c in seq.control_input} | {s.input_name for s in seq.state}
+    return names
+
+
+def _expected_input_count(config) -> int:
+    kinds = model_config_pb2().ModelSequenceBatching.Control.Kind
+    control_kinds = {kinds.Name(c.kind) for ci in config.sequence_batching.control_input for c in ci.control}
+    return (sum(1 for i in config.input if not i.optional) + len(config.batch_input)
+            + len(control_kinds & set(CONTROL_KINDS)) + len(config.sequence_batching.state))
+
+
+def check_onnx_io(ctx, io: ModelIO) -> None:
+    """Compare the written inputs and outputs with the model (ONNX Runtime's ValidateInputs/Outputs)."""
+    written = ctx.config
+    if not ((written.input or written.batch_input) and written.output):
+        return  # auto-complete fills the missing side from the model; AC01 covers its failure
+    config = ctx.effective
+    batching = config.max_batch_size > 0
+    if batching:
+        fixed = [t for t in io.inputs + io.outputs if t.ranked and (not t.dims or t.dims[0] != -1)]
+        if fixed:
+            shown = ", ".join(f"'{t.name}' {_fmt(t.dims)}" for t in fixed[:3])
+            ctx.report(NO_BATCH_AXIS, f"max_batch_size is {config.max_batch_size}, but the ONNX model has no "
+                       f"dynamic batch dimension: {shown}", ("max_batch_size",),
+                       hint=f"re-export with a dynamic first axis (dynamic_axes={{'{fixed[0].name}': {{0: 'batch'}}}}), "
+                            f"or set max_batch_size: 0 and dims: {_fmt(fixed[0].dims)}")
+    allowed_inputs = [t.name for t in io.inputs] + io.overridable
+    for side, entries, tensors, allowed in (("input", config.input, io.inputs, allowed_inputs),
+                                            ("output", config.output, io.outputs, [t.name for t in io.outputs])):
+        for index, entry in enumerate(entries):
+            tensor = next((t for t in tensors if t.name == entry.name), None)
+            if tensor is None:
+                if entry.name in allowed:
+                    continue  # an overridable initializer
+                close = difflib.get_close_matches(entry.name, allowed, n=1, cutoff=0.5)
+                ctx.report(UNKNOWN_NAME, f"{side} '{entry.name}' is not in the ONNX model; its {side}s are: "
+                           f"{', '.join(allowed) or 'none'}", (side, index, "name"),
+                           hint=f"did you mean '{close[0]}'?" if close else f"use one of the model's {side} names")
+                continue
+            _check_onnx_tensor(ctx, side, index, entry, tensor, batching)
+    expected = _expected_input_count(config)
+    if expected != len(io.inputs):
+        covered = _covered_input_names(config)
+        missing = [t.name for t in io.inputs if t.name not in covered]
+        detail = f"; no config entry for {', '.join(repr(n) for n in missing)}" if missing else ""
+        ctx.report(INPUT_COUNT, f"configuration expects {expected} inputs, the ONNX model provides "
+                   f"{len(io.inputs)}{detail}", ("input",), part="key",
+                   hint="list every model input under input (or as a batch input, sequence control or state)")
+
+
+@model_rule
+def check_onnx_model(ctx) -> None:
+    if ctx.effective.backend != "onnxruntime":
+        return
+    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
+
+    for _, file in _model_files(ctx, "model.onnx")[-1:]:
+        try:
+            io = read_onnx_io(file)
+        except ModelFileError as exc:
+            _report_unreadable(ctx, exc, file)
+            continue
+        check_onnx_io(ctx, io)
+
+
+@model_rule
+def check_tensorrt_plan(ctx) -> None:
+    if ctx.effective.backend != "tensorrt":
+        return
+    files = _model_files(ctx, "model.plan")
+    if not files:
+        return
+    from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
+
+    missing = unavailable_reason()
+    if missing:
+        ctx.report(TRT_NOT_CHECKED, f"TensorRT plan not checked: {missing}", anchor(ctx))
+        return
+    from tritonctl.repo_schema.rules.tensorrt_plan import check_plan_io
+
+    _, file = files[-1]
+    try:
+        io = read_plan_io(file)
+    except ModelFileError as exc:
+        _report_unreadable(ctx, exc, file)
+        return
+    check_plan_io(ctx, io)
+
+
+@model_rule
+def check_pytorch_config(ctx) -> None:
+    from tritonctl.repo_schema.modelfiles.pytorch import naming_style, tensor_index
+
+    config = ctx.effective
+    if config.backend != "pytorch":
+        return
+    for side in ("input", "output"):
+        if not getattr(config, side):
+            ctx.report(PT_NO_IO, f"PyTorch model '{ctx.name}' lists no {side}s; the PyTorch backend has no "
+                       "auto-complete", anchor(ctx), hint=f"list every model {side} in config.pbtxt")
+    seq = config.sequence_batching
+    named = [(("sequence_batching", "control_input", i, "name"), c.name, "sequence control")
+             for i, c in enumerate(seq.control_input)]
+    for i, state in enumerate(seq.state):
+        named += [(("sequence_batching", "state", i, "input_name"), state.input_name, "state input"),
+                  (("sequence_batching", "state", i, "output_name"), state.output_name, "state output")]
+    for path, name, what in named:
+        if name and tensor_index(name) is None:
+            ctx.report(PT_INDEX_NAME, f"{what} '{name}' does not follow the <name>__<index> convention the "
+                       "PyTorch backend requires", path, hint=f"rename it to '{name}__<index>', where <index> "
+                       "is its position among forward()'s arguments")
+    if naming_style([i.name for i in config.input]) == "mixed":
+        ctx.report(PT_MIXED_NAMES, "input names mix <name>__<index> and plain names; the config order then "
+                   "decides the forward() argument order", ("input",), part="key",
+                   hint="name every input <name>__<index>, or every input after its forward() argument")
+    string_type = model_config_pb2().DataType.Value("TYPE_STRING")
+    batch = 1 if config.max_batch_size > 0 else 0
+    for side in ("input", "output"):
+        for index, entry in enumerate(getattr(config, side)):
+            shape = _shape_of(entry)
+            if entry.data_type == string_type and batch + len(shape) > 1:
+                fix = "dims: [ 1 ] and reshape: { shape: [ ] }" if batch else "dims: [ -1 ]"
+                ctx.report(PT_STRING_RANK, f"{side} '{entry.name}' is TYPE_STRING with full shape "
+                           f"{_fmt(((-1,) if batch else ()) + shape)}; the PyTorch backend passes strings as a "
+                           "1-dimensional list", _shape_path(entry, side, index), hint=f"use {fix}")
+
+
+def _python_diagnostic(ctx, code: str, message: str, file: Path, line: int, col: int, hint: str) -> None:
+    from tritonctl.repo_schema.diagnostics import code_info
+
+    ctx.diagnostics.append(Diagnostic(code, code_info(code).severity, message, file,
+                                      Span(line, col, line, col + 1), hint, ctx.name))
+
+
+@model_rule
+def check_python_model(ctx) -> None:
+    if ctx.effective.backend != "python" or ctx.config_path is None:
+        return
+    from tritonctl.repo_schema.modelfiles.python import read_python_model
+
+    autocompletes = False
+    for _, file in _model_files(ctx, "model.py"):
+        if not file.is_file():
+            continue
+        try:
+            info = read_python_model(file)
+        except OSError as exc:
+            _report_unreadable(ctx, exc, file)
+            continue
+        if info.syntax_error:
+            err = info.syntax_error
+            _python_diagnostic(ctx, PY_LOAD, f"{file.parent.name}/model.py does not parse: {err.message}", file,
+                               err.line, err.col, "fix the syntax error; Triton reports it only when loading")
+            continue
+        if not info.has_model_class:
+            _python_diagnostic(ctx, PY_LOAD, f"{file.parent.name}/model.py defines no class TritonPythonModel",
+                               file, 1, 1, "define class TritonPythonModel with initialize/execute methods")
+            continue
+        autocompletes = autocompletes or info.autocompletes
+        if not info.has_execute and not info.has_bases:
+            _python_diagnostic(ctx, PY_NO_EXECUTE, f"{file.parent.name}/model.py: TritonPythonModel has no "
+                               "execute method", file, info.class_line, 1,
+                               "add def execute(self, requests) returning one response per request")
+    config = ctx.config
+    if not config.input and not config.output and not autocompletes and _model_files(ctx, "model.py"):
+        ctx.report(PY_NO_IO, f"model '{ctx.name}' lists no inputs or outputs and model.py has no "
+                   "auto_complete_config", anchor(ctx), hint="list the inputs and outputs in config.pbtxt")
