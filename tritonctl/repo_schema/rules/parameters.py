@@ -1,0 +1,188 @@
+"""`parameters` (PAR-*): the string key/values each backend reads.
+
+Backends parse the values they know and fail the load on bad ones; keys they do not
+know are silently ignored, which hides typos.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.rules import model_rule
+from tritonctl.repo_schema.textproto import did_you_mean
+
+ENV_PATH = register(
+    "PAR01", "EXECUTION_ENV_PATH archive missing", "error",
+    """
+    EXECUTION_ENV_PATH points a Python model at a conda-pack archive (.tar.gz) that the
+    stub unpacks before it starts. `$$TRITON_MODEL_DIRECTORY` stands for the model's
+    directory, so such a path can be checked offline: when the archive is not there,
+    the model fails to load. Ship the archive inside the model directory, or use an
+    absolute path that exists on the server.
+    """, "PAR-01")
+BAD_VALUE = register(
+    "PAR02", "parameter value the backend rejects", "error",
+    """
+    Backends parse the parameters they know and refuse the model when a value does not
+    parse. Booleans accept true/false, on/off, 1/0 (any case); integers must be
+    decimal numbers; some keys take a fixed set of values (onnxruntime execution_mode
+    0 or 1; FORCE_CPU_ONLY_INPUT_TENSORS yes or no; TensorRT
+    execution_context_allocation_strategy STATIC or ON_PROFILE_CHANGE). Typical
+    errors: "failed to convert '<v>' to boolean", "Invalid configuration value
+    provided. Expected values for execution_mode are 0 or 1".
+    """, "PAR-02")
+UNKNOWN_KEY = register(
+    "PAR50", "parameter key the backend does not read", "warning",
+    """
+    Backends read only the parameter keys they know and silently ignore the rest, so a
+    misspelled key (enable_mem_arna, Execution_Mode) has no effect and no error.
+    Python models may read their own keys from args["model_config"]; tritonctl only
+    warns about those when the key looks like a typo of a known one and model.py does
+    not mention it.
+    """, "NC-05")
+
+_INT = re.compile(r"[ \t\n\r\f\v]*[+-]?\d+")
+
+
+def _int_value(value: str) -> int | None:
+    """Like std::stoi: leading digits count, the rest is ignored; None when it throws."""
+    match = _INT.match(value)
+    if match is None:
+        return None
+    number = int(match.group())
+    return number if -(2**31) <= number < 2**31 else None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A value check: returns an error description, or None when the value is fine."""
+
+    describe: str
+    test: Callable[[str], bool]
+
+    def problem(self, value: str) -> str | None:
+        return None if self.test(value) else self.describe
+
+
+def _is_int(value: str) -> bool:
+    return _int_value(value) is not None
+
+
+def _is_bool(value: str) -> bool:
+    return value.lower() in ("true", "on", "1", "false", "off", "0")
+
+
+def _int_in(*allowed: int) -> Callable[[str], bool]:
+    return lambda value: _int_value(value) in allowed
+
+
+def _one_of(*allowed: str) -> Callable[[str], bool]:
+    return lambda value: value in allowed
+
+
+def _gpu_list(value: str) -> bool:
+    ids = [part.strip() for part in value.split(",")]
+    return len(ids) >= 2 and all(part.isdigit() for part in ids)
+
+
+ANY = Check("", lambda value: True)
+INT = Check("an integer", _is_int)
+BOOL = Check("a boolean (true/false, on/off, 1/0)", _is_bool)
+
+COMMON_KEYS = {"TRITON_BATCH_STRATEGY_PATH": ANY}
+BACKEND_KEYS: dict[str, dict[str, Check]] = {
+    "onnxruntime": {
+        "execution_mode": Check("0 (sequential) or 1 (parallel)", _int_in(0, 1)),
+        "intra_op_thread_count": INT,
+        "inter_op_thread_count": INT,
+        "enable_mem_arena": BOOL,
+        "enable_mem_pattern": BOOL,
+        "session.use_device_allocator_for_initializers": ANY,
+        "memory.enable_memory_arena_shrinkage": ANY,
+        "cudnn_conv_algo_search": Check("0 (EXHAUSTIVE), 1 (HEURISTIC) or 2 (DEFAULT)", _int_in(0, 1, 2)),
+        "gpu_mem_limit": ANY,
+        "arena_extend_strategy": Check("0 (kNextPowerOfTwo) or 1 (kSameAsRequested)", _int_in(0, 1)),
+        "do_copy_in_default_stream": ANY,
+    },
+    "tensorrt": {
+        "execution_context_allocation_strategy": Check("STATIC or ON_PROFILE_CHANGE",
+                                                       _one_of("STATIC", "ON_PROFILE_CHANGE")),
+        "enable_multi_device": BOOL,
+        "multi_device_gpus": Check("a comma-separated list of at least two GPU ids", _gpu_list),
+        "multi_device_per_rank_engines": BOOL,
+    },
+    "pytorch": {
+        **{key: BOOL for key in ("DISABLE_OPTIMIZED_EXECUTION", "ENABLE_CACHE_CLEANING", "INFERENCE_MODE",
+                                 "DISABLE_CUDNN", "ENABLE_TENSOR_FUSER", "ENABLE_WEIGHT_SHARING",
+                                 "ENABLE_JIT_PROFILING", "ENABLE_JIT_EXECUTOR")},
+        "INTRA_OP_THREAD_COUNT": INT,
+        "INTER_OP_THREAD_COUNT": INT,
+    },
+    "python": {
+        "EXECUTION_ENV_PATH": ANY,
+        "FORCE_CPU_ONLY_INPUT_TENSORS": Check("yes or no", _one_of("yes", "no")),
+    },
+}
+MODEL_DIR_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
+
+
+def known_keys(backend: str) -> dict[str, Check] | None:
+    """The keys ``backend`` reads, or None when tritonctl does not know the backend."""
+    keys = BACKEND_KEYS.get(backend)
+    return None if keys is None else {**COMMON_KEYS, **keys}
+
+
+def _model_code(ctx) -> str:
+    texts = []
+    for vdir in ctx.versions:
+        try:
+            texts.append((vdir.path / (ctx.effective.default_model_filename or "model.py")).read_text(errors="ignore"))
+        except OSError:
+            continue
+    return "\n".join(texts)
+
+
+@model_rule
+def check_parameters(ctx) -> None:
+    if ctx.is_ensemble or not ctx.config.parameters:
+        return
+    backend = ctx.effective.backend
+    keys = known_keys(backend)
+    if keys is None:
+        return
+    model_code = None
+    for key, param in ctx.config.parameters.items():
+        value_path = ("parameters", key, "value", "string_value")
+        check = keys.get(key)
+        if check is not None:
+            problem = check.problem(param.string_value)
+            if problem:
+                ctx.report(BAD_VALUE, f"parameter '{key}' is {param.string_value!r}; the {backend} backend "
+                           f"expects {problem}", value_path, hint=f"set string_value to {problem}")
+            continue
+        suggestion = did_you_mean(key, keys)
+        if backend == "python":
+            if suggestion is None:
+                continue
+            model_code = _model_code(ctx) if model_code is None else model_code
+            if key in model_code:
+                continue
+        message = f"the {backend} backend does not read parameter '{key}', so it has no effect"
+        hint = f"did you mean '{suggestion}'?" if suggestion else \
+            f"keys the {backend} backend reads: {', '.join(sorted(keys))}"
+        ctx.report(UNKNOWN_KEY, message, ("parameters", key, "key"), hint=hint)
+
+
+@model_rule
+def check_execution_env_path(ctx) -> None:
+    param = ctx.config.parameters.get("EXECUTION_ENV_PATH")
+    if param is None or not param.string_value.startswith(MODEL_DIR_VARIABLE):
+        return
+    relative = param.string_value[len(MODEL_DIR_VARIABLE):].lstrip("/")
+    if not (ctx.model_dir / relative).is_file():
+        ctx.report(ENV_PATH, f"EXECUTION_ENV_PATH points to {relative!r} in model '{ctx.name}', which does not exist",
+                   ("parameters", "EXECUTION_ENV_PATH", "value", "string_value"),
+                   hint=f"put the conda-pack archive at {ctx.name}/{relative}")
