@@ -147,3 +147,46 @@ def _float(value: float, single: bool) -> str:
     else:
         text = repr(value)
     return text if any(c in text for c in ".en") else f"{text}.0"
+
+
+_INT64_TYPES = frozenset({FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+                          FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64})
+
+
+def to_json_dict(message) -> dict:
+    """The message as Triton's ``GET /v2/models/<m>/config`` shows it: proto field names,
+    every field without presence printed (defaults too), 64-bit integers as JSON
+    numbers rather than protobuf's strings, fields in schema order."""
+    from google.protobuf import json_format
+
+    try:
+        data = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+    except TypeError:  # protobuf < 5.26 names the option differently
+        data = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         including_default_value_fields=True)
+    return _json_message(message.DESCRIPTOR, data)
+
+
+def _json_message(descriptor, data: dict) -> dict:
+    result = {}
+    for fd in descriptor.fields:
+        if fd.name not in data:
+            continue
+        value = data[fd.name]
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            result[fd.name] = {k: _json_value(value_fd, v) for k, v in value.items()}
+        elif fd.is_repeated:
+            result[fd.name] = [_json_value(fd, v) for v in value]
+        else:
+            result[fd.name] = _json_value(fd, value)
+    return result
+
+
+def _json_value(fd, value):
+    if fd.type == FieldDescriptor.TYPE_MESSAGE:
+        return _json_message(fd.message_type, value)
+    if fd.type in _INT64_TYPES:
+        return int(value)
+    return value
