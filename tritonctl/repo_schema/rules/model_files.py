@@ -144,14 +144,6 @@ PY_NO_EXECUTE = register(
     Triton calls TritonPythonModel.execute(requests) for every batch; without it every
     request fails. Define execute, or inherit it from a base class.
     """, "BE-PY-01")
-PY_NO_IO = register(
-    "PY51", "Python model with no inputs, no outputs and no auto_complete_config", "warning",
-    """
-    The config lists no inputs or outputs and model.py has no auto_complete_config to add
-    them, so Triton serves a model that accepts no inputs ("expected 0 inputs but got 1
-    inputs"). List the inputs and outputs in config.pbtxt.
-    """, "BE-PY-02")
-
 CONTROL_KINDS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
                  "CONTROL_SEQUENCE_CORRID")
 
@@ -355,7 +347,6 @@ def check_python_model(ctx) -> None:
         return
     from tritonctl.repo_schema.modelfiles.python import read_python_model
 
-    autocompletes = False
     for _, file in _model_files(ctx, "model.py"):
         if not file.is_file():
             continue
@@ -373,12 +364,7 @@ def check_python_model(ctx) -> None:
             _python_diagnostic(ctx, PY_LOAD, f"{file.parent.name}/model.py defines no class TritonPythonModel",
                                file, 1, 1, "define class TritonPythonModel with initialize/execute methods")
             continue
-        autocompletes = autocompletes or info.autocompletes
         if not info.has_execute and not info.has_bases:
             _python_diagnostic(ctx, PY_NO_EXECUTE, f"{file.parent.name}/model.py: TritonPythonModel has no "
                                "execute method", file, info.class_line, 1,
                                "add def execute(self, requests) returning one response per request")
-    config = ctx.config
-    if not config.input and not config.output and not autocompletes and _model_files(ctx, "model.py"):
-        ctx.report(PY_NO_IO, f"model '{ctx.name}' lists no inputs or outputs and model.py has no "
-                   "auto_complete_config", anchor(ctx), hint="list the inputs and outputs in config.pbtxt")
