@@ -11,6 +11,12 @@ INVALID = cases("invalid")
 VALID = cases("valid")
 
 
+@pytest.fixture(autouse=True)
+def _server_with_one_gpu(monkeypatch):
+    """Expectations describe a server with one GPU, whatever machine runs the tests."""
+    monkeypatch.setenv("TRITONCTL_ASSUME_GPUS", "1")
+
+
 def _diagnostics(case, tmp_path):
     repo = tmp_path / "repo"
     model_dir = materialize(case, repo)

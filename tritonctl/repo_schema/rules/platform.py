@@ -149,8 +149,9 @@ def check_platform_and_backend(ctx) -> None:
                        ("platform",), hint="add ensemble_scheduling { step [ ... ] } describing the steps")
         return
     if config.HasField("ensemble_scheduling"):
-        ctx.report(ENSEMBLE_SCHEDULING, f"model '{ctx.name}' has ensemble_scheduling but its platform is "
-                   f"'{effective.platform or effective.backend}', not 'ensemble'", ("ensemble_scheduling",),
+        kind = f"platform '{effective.platform}'" if effective.platform else f"backend '{effective.backend}'"
+        ctx.report(ENSEMBLE_SCHEDULING, f"model '{ctx.name}' has ensemble_scheduling but is not an ensemble "
+                   f"({kind})", ("ensemble_scheduling",),
                    part="key", hint='set platform: "ensemble" (and no backend), or remove ensemble_scheduling')
     if not effective.backend:
         _report_missing_backend(ctx)

@@ -102,8 +102,9 @@ def check_warmup(ctx) -> None:
         if know_inputs:
             missing = [name for name, inp in inputs.items() if not inp.optional and name not in sample.inputs]
             if missing:
-                ctx.report(SAMPLE_MISMATCH, f"{label} gives no data for input(s) {', '.join(missing)}",
-                           base + ("inputs",) if sample.inputs else base, part="key",
+                where = base + ("inputs", next(iter(sample.inputs))) if sample.inputs else base
+                ctx.report(SAMPLE_MISMATCH, f"{label} gives no data for input(s) {', '.join(missing)}", where,
+                           part="key",
                            hint=f"add inputs {{ key: \"{missing[0]}\" value {{ ... }} }} for each model input")
 
 
@@ -134,6 +135,8 @@ def _check_sample_input(ctx, label: str, path: tuple, key: str, data, inputs: di
                    hint=f"use data_type: {_type_name(expected.data_type)}")
     dims = list(data.dims)
     config_dims = list(expected.dims)
+    if any(d < 0 for d in dims):
+        return  # WU03 already says what is wrong with these dims
     if len(dims) != len(config_dims) or any(c != -1 and c != d for c, d in zip(config_dims, dims)):
         ctx.report(SAMPLE_MISMATCH, f"{label} input '{key}' has dims {dims}, but the model input has dims "
                    f"{config_dims} (without the batch dimension)", value + ("dims",),
