@@ -227,3 +227,14 @@ def test_effective_exits_1_when_triton_would_refuse(tmp_path):
     (model.parent.parent / "config.pbtxt").write_text("max_batch_size: 8\n")
     result = run("generate", "--effective", str(tmp_path / "repo" / "fixed"), "--gpus", "0", ok=False)
     assert result.exit_code == 1 and "error[AC01]" in result.stderr
+
+
+def test_regenerating_with_the_same_model_file_only_needs_force_for_the_config(tmp_path, batched):
+    repo = tmp_path / "repo"
+    run("generate", str(batched), "--repo", str(repo))
+    refused = run("generate", str(batched), "--repo", str(repo), "--max-batch-size", "8", ok=False)
+    assert "model.onnx" not in error_of(refused)  # the identical model file is no clash
+    run("generate", str(batched), "--repo", str(repo), "--max-batch-size", "8", "--force")
+    assert read_config(repo / "resnet" / "config.pbtxt").max_batch_size == 8
+    assert sorted(p.name for p in (repo / "resnet").iterdir()) == ["1", "config.pbtxt", "config.pbtxt.bak"]
+    assert sorted(p.name for p in (repo / "resnet" / "1").iterdir()) == ["model.onnx"]

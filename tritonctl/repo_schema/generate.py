@@ -8,6 +8,7 @@ losing a file that is already there.
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ MODEL_FILENAME = {"onnxruntime": "model.onnx", "tensorrt": "model.plan"}
 SUFFIX_BACKEND = {".onnx": "onnxruntime", ".plan": "tensorrt", ".engine": "tensorrt", ".trt": "tensorrt"}
 KINDS = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 MAKE_BATCH_DYNAMIC = (
-    "to let Triton batch requests, re-export the model with a dynamic first dimension, e.g. "
+    "To let Triton batch requests, re-export the model with a dynamic first dimension, e.g. "
     "torch.onnx.export(..., dynamic_axes={{'{name}': {{0: 'batch'}}, ...}}), or rewrite the file with "
     "onnx.tools.update_model_dims.update_inputs_outputs_dims, then run tritonctl generate again")
 
@@ -250,6 +251,11 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _same_content(source: Path, target: Path) -> bool:
+    """The target already holds exactly this model file: nothing to copy, nothing to lose."""
+    return source.is_file() and target.is_file() and filecmp.cmp(source, target, shallow=False)
+
+
 def _copy_model(source: Path, target: Path, backend: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():  # an ONNX model directory: model.onnx plus its external data
@@ -283,7 +289,7 @@ def write_model_entry(generated: GeneratedConfig, model_file: Path, repo: Path, 
     model_dir = repo / generated.config.name
     config_path = model_dir / "config.pbtxt"
     model_path = model_dir / str(version) / generated.filename
-    copy = copy and not _same_file(model_file, model_path)
+    copy = copy and not _same_file(model_file, model_path) and not _same_content(model_file, model_path)
     clashes = [p for p in ([config_path] + ([model_path] if copy else [])) if p.exists() or p.is_symlink()]
     if clashes and not force:
         listed = " and ".join(str(p) for p in clashes)
