@@ -179,6 +179,7 @@ def check_dataflow(ctx, config, flow: Dataflow) -> None:
     known = set(flow.inputs) | set(flow.producers)
     for index, out in enumerate(config.output):
         if out.name not in flow.producers:
+            explained.add(out.name)
             ctx.report(OUTPUT_NOT_WRITTEN, f"ensemble output '{out.name}' is not produced by any step"
                        f"{_did_you_mean(out.name, flow.producers)}", ("output", index, "name"),
                        hint=f"map a step's output to '{out.name}' in its output_map")
@@ -223,7 +224,7 @@ def check_dataflow(ctx, config, flow: Dataflow) -> None:
                         f"'{tensor}' as an ensemble output")
 
 
-def _cycle_from(ctx, start: str) -> list[str] | None:
+def cycle_from(ctx, start: str) -> list[str] | None:
     """A chain of ensemble names from ``start`` back to ctx's model, if one exists."""
     models = ctx.repository.models if ctx.repository else {}
     stack = [(start, [ctx.name, start])]
@@ -254,7 +255,7 @@ def check_composing_models(ctx, config) -> None:
                        f"{_did_you_mean(name, [n for n in models if n != ctx.name])}", where,
                        hint="use the name of a model directory in this repository")
             continue
-        cycle = _cycle_from(ctx, name)
+        cycle = cycle_from(ctx, name)
         if cycle is not None:
             ctx.report(CIRCULAR, f"circular dependency between ensembles: {' -> '.join(cycle)}", where,
                        hint="an ensemble cannot contain itself, directly or through another ensemble")

@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass
 
 from tritonctl.repo_schema.diagnostics import Severity, code_info, register
-from tritonctl.repo_schema.rules.ensemble import STEP, Dataflow
+from tritonctl.repo_schema.rules.ensemble import STEP, Dataflow, cycle_from
 from tritonctl.repo_schema.rules.layout import versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
@@ -148,6 +148,8 @@ def _usable_step_configs(ctx, config) -> dict[int, object]:
         if other is None or other is ctx or other.config is None:
             continue
         if any(d.severity is Severity.ERROR for d in other.diagnostics):
+            continue
+        if other.is_ensemble and cycle_from(ctx, step.model_name) is not None:
             continue
         completed = completed_config(other)
         if completed is not None:

@@ -261,9 +261,11 @@ def check_onnx_io(ctx, io: ModelIO) -> None:
 def check_onnx_model(ctx) -> None:
     if ctx.effective.backend != "onnxruntime":
         return
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
+    from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
 
     for _, file in _model_files(ctx, "model.onnx")[-1:]:
+        if not onnx_model_path(file).is_file():
+            continue  # PB10: a model.onnx directory without model.onnx inside
         try:
             io = read_onnx_io(file)
         except ModelFileError as exc:
