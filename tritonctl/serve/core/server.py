@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tritonctl import __version__
 from tritonctl.serve.core.errors import ServeError, not_found
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.types import InferRequest, InferResponse
@@ -29,8 +28,7 @@ class InferenceServer:
         return self.live and not self.stopping and self.manager.server_ready()
 
     def metadata(self) -> dict:
-        return {"name": SERVER_NAME, "version": PROTOCOL_VERSION, "extensions": EXTENSIONS,
-                "tritonctl_version": __version__}
+        return {"name": SERVER_NAME, "version": PROTOCOL_VERSION, "extensions": EXTENSIONS}
 
     def model_metadata(self, name: str, version: str = "") -> dict:
         model = self.manager.get(name, version)

@@ -1,0 +1,100 @@
+"""``tritonctl serve``: serve a Triton model repository over KServe v2 HTTP and gRPC."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import signal
+from pathlib import Path
+
+import typer
+
+from tritonctl.cli.app import CliError, app
+
+
+class ControlMode(str, enum.Enum):
+    none = "none"
+    poll = "poll"
+    explicit = "explicit"
+
+
+class LogFormat(str, enum.Enum):
+    default = "default"
+    ISO8601 = "ISO8601"
+
+
+HELP = """Serve a Triton model repository: KServe v2 HTTP and gRPC with Triton's extensions,
+dynamic batching and instance groups, for tritonclient, curl and Prometheus.
+
+Without REPOSITORY, a small example repository (model 'simple') is created and served.
+
+[bold]Examples[/bold]
+
+  tritonctl serve ./model_repository
+
+  tritonctl serve ./models --model-control-mode explicit --load-model resnet
+
+  curl localhost:8000/v2/models/simple
+"""
+
+
+@app.command("serve", help=HELP)
+def serve(
+    repository: Path = typer.Argument(None, help="The model repository (default: the example repository)."),
+    http_port: int = typer.Option(8000, "--http-port", help="HTTP port (-1 turns HTTP off)."),
+    grpc_port: int = typer.Option(8001, "--grpc-port", help="gRPC port (-1 turns gRPC off)."),
+    metrics_port: int = typer.Option(8002, "--metrics-port", help="Prometheus metrics port (-1 turns it off)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0 exposes the server."),
+    model_control_mode: ControlMode = typer.Option(ControlMode.none, "--model-control-mode",
+                                                   help="none: load everything once; poll: follow changes; "
+                                                        "explicit: load through the repository API."),
+    load_model: list[str] = typer.Option([], "--load-model", help="With explicit mode: a model to load at start "
+                                                                  "('*' for all). Repeatable."),
+    repository_poll_secs: float = typer.Option(15.0, "--repository-poll-secs", help="Poll interval in poll mode."),
+    strict_readiness: bool = typer.Option(True, "--strict-readiness/--no-strict-readiness",
+                                          help="Ready only when every model loaded."),
+    exit_timeout_secs: float = typer.Option(30.0, "--exit-timeout-secs",
+                                            help="On SIGTERM/SIGINT, time allowed for in-flight requests."),
+    model_config_name: str = typer.Option(None, "--model-config-name",
+                                          help="Use configs/<name>.pbtxt where a model has one."),
+    http_max_input_size: int = typer.Option(1 << 26, "--http-max-input-size", help="Largest HTTP request body."),
+    log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
+    log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
+) -> None:
+    from tritonctl.serve.example import ensure_example_repository
+    from tritonctl.serve.runtime import ServeOptions, ServerRuntime, new_event_loop
+
+    _configure_logging(log_verbose, log_format)
+    if repository is None:
+        repository = ensure_example_repository()
+        logging.getLogger("tritonctl.serve").info("serving the example repository at %s", repository)
+    if not repository.is_dir():
+        raise CliError(f"{repository} is not a directory", 2)
+    if model_control_mode is not ControlMode.explicit and load_model:
+        raise CliError("--load-model needs --model-control-mode explicit", 2)
+    options = ServeOptions(
+        repository=repository.resolve(), host=host,
+        http_port=None if http_port < 0 else http_port, grpc_port=None if grpc_port < 0 else grpc_port,
+        metrics_port=None if metrics_port < 0 else metrics_port, control_mode=model_control_mode.value,
+        load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
+        exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
+        http_max_input_size=http_max_input_size)
+    runtime = ServerRuntime(options)
+    loop = new_event_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runtime.request_stop)
+    try:
+        loop.run_until_complete(runtime.serve())
+    except OSError as exc:
+        raise CliError(f"cannot start the server: {exc}") from None
+    finally:
+        loop.close()
+
+
+def _configure_logging(verbose: int, log_format: LogFormat) -> None:
+    date = "%Y-%m-%dT%H:%M:%SZ" if log_format is LogFormat.ISO8601 else "%H:%M:%S"
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname).1s %(name)s] %(message)s", datefmt=date)
+    if not verbose:
+        logging.getLogger("uvicorn").setLevel(logging.WARNING)
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)

@@ -1,0 +1,1 @@
+"""Triton's ``inference.GRPCInferenceService`` over grpc.aio, plus the standard health service."""

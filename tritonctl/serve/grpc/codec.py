@@ -1,0 +1,84 @@
+"""ModelInferRequest -> InferRequest and InferResponse -> ModelInferResponse
+(serving_protocol.md A.6): raw contents in and out, typed contents accepted on input."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tritonctl.serve.core.errors import invalid_arg
+from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
+from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
+
+# datatype -> field of InferTensorContents holding it
+CONTENTS_FIELD = {
+    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+    "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
+    "UINT64": "uint64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
+}
+
+
+def parameter_value(param):
+    which = param.WhichOneof("parameter_choice")
+    return getattr(param, which) if which else None
+
+
+def _typed_contents(tensor, shape: list[int], model: str) -> np.ndarray:
+    field = CONTENTS_FIELD.get(tensor.datatype)
+    if field is None:
+        raise invalid_arg(f"{tensor.datatype} input '{tensor.name}' for model '{model}' must be sent in "
+                          "raw_input_contents")
+    values = getattr(tensor.contents, field)
+    if len(values) != element_count(shape):
+        raise invalid_arg(f"unexpected number of elements for input '{tensor.name}' for model '{model}'. Expected "
+                          f"{element_count(shape)}, got {len(values)}")
+    if tensor.datatype == "BYTES":
+        out = np.empty(len(values), dtype=object)
+        out[:] = list(values)
+        return out.reshape(shape)
+    return np.array(values, dtype=NUMPY_DTYPE[tensor.datatype]).reshape(shape)
+
+
+def decode_request(message) -> InferRequest:
+    model = message.model_name
+    request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
+    for key, param in message.parameters.items():
+        if key.startswith("triton_"):
+            raise invalid_arg(f"parameter keys starting with 'triton_' are reserved for Triton usage and should "
+                              f"not be specified (got '{key}')")
+        value = parameter_value(param)
+        if key == "priority":
+            request.priority = int(value)
+        elif key == "timeout":
+            request.timeout_us = int(value)
+        elif key not in ("sequence_id", "sequence_start", "sequence_end", "headers"):
+            request.parameters[key] = value
+    raw = message.raw_input_contents
+    if raw and len(raw) != len(message.inputs):
+        raise invalid_arg(f"expected {len(message.inputs)} raw input contents but got {len(raw)} for model "
+                          f"'{model}'")
+    for index, tensor in enumerate(message.inputs):
+        shape = list(tensor.shape)
+        if any(d < 0 for d in shape):
+            raise invalid_arg(f"invalid shape {shape} for input '{tensor.name}' of model '{model}'")
+        if raw:
+            data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model)
+        else:
+            data = _typed_contents(tensor, shape, model)
+        request.inputs[tensor.name] = InferTensor(tensor.name, tensor.datatype, data)
+    if message.outputs:
+        request.requested_outputs = []
+        for output in message.outputs:
+            classification = output.parameters.get("classification")
+            count = int(parameter_value(classification) or 0) if classification is not None else 0
+            request.requested_outputs.append(RequestedOutput(output.name, count))
+    return request
+
+
+def encode_response(response: InferResponse, service_pb2):
+    message = service_pb2.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
+                                             id=response.id)
+    raw = message.raw_output_contents
+    for tensor in response.outputs:
+        message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        raw.append(bytes(to_raw(tensor.datatype, tensor.data)))
+    return message

@@ -1,0 +1,1 @@
+"""KServe v2 HTTP/REST with Triton's extensions, as a plain ASGI application."""

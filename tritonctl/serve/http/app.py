@@ -1,0 +1,265 @@
+"""The HTTP endpoints (serving_protocol.md A.1) as a plain ASGI application: no framework,
+a hand-written router, orjson, and model work handed to the core's worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import zlib
+
+import orjson
+
+from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
+from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.http.codec import decode_request, encode_response, error_body, parse_json
+
+log = logging.getLogger("tritonctl.serve.http")
+
+JSON = [(b"content-type", b"application/json")]
+OCTET = b"application/octet-stream"
+
+
+class Reply:
+    __slots__ = ("status", "body", "headers", "compressible")
+
+    def __init__(self, status: int = 200, body=b"", headers: list | None = None, compressible: bool = False):
+        self.status = status
+        self.body = body  # bytes, or a list of buffers sent as one body
+        self.headers = headers if headers is not None else (JSON if body else [])
+        self.compressible = compressible  # inference responses follow Accept-Encoding, as in Triton
+
+
+def json_reply(value, status: int = 200) -> Reply:
+    return Reply(status, orjson.dumps(value))
+
+
+def error_reply(error: ServeError) -> Reply:
+    return Reply(error.status.http_status, error_body(error))
+
+
+NOT_FOUND = Reply(404, b'{"error":"Not Found"}')
+METHOD_NOT_ALLOWED = Reply(405, b'{"error":"Method Not Allowed"}')
+
+
+class HttpApp:
+    def __init__(self, server: InferenceServer, max_input_size: int = 1 << 26):
+        self.server = server
+        self.max_input_size = max_input_size
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            reply = await self.route(scope, receive)
+        except ServeError as exc:
+            reply = error_reply(exc)
+            if exc.message == "Unsupported compression type":
+                reply.headers = [*reply.headers, (b"accept-encoding", b"gzip, deflate")]
+        except Exception as exc:  # never let one request take the server down
+            log.exception("unhandled error for %s", scope.get("path"))
+            reply = Reply(500, error_body(f"internal server error: {exc}"))
+        await self.send_reply(scope, send, reply)
+
+    async def send_reply(self, scope, send, reply: Reply) -> None:
+        body = reply.body
+        if isinstance(body, list):
+            body = b"".join(body)
+        headers = list(reply.headers)
+        encoding = _accepted_encoding(scope) if body and reply.compressible else None
+        if encoding:
+            body = gzip.compress(body, 1) if encoding == b"gzip" else zlib.compress(body, 1)
+            headers.append((b"content-encoding", encoding))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def read_body(self, scope, receive) -> bytes:
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ServeError(Status.CANCELLED, "the client closed the connection")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_input_size:
+                raise invalid_arg(f"request body of more than {self.max_input_size} bytes exceeds the maximum "
+                                  "allowed value; use --http-max-input-size to increase the limit")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        encoding = _header(scope, b"content-encoding")
+        if encoding and encoding not in (b"identity",):
+            body = _decompress(body, encoding, self.max_input_size)
+        return body
+
+    async def route(self, scope, receive) -> Reply:
+        method = scope["method"]
+        parts = scope["path"].strip("/").split("/")
+        if not parts or parts[0] != "v2":
+            return NOT_FOUND
+        rest = parts[1:]
+        if not rest:
+            return self.get_only(method) or json_reply(self.server.metadata())
+        head = rest[0]
+        if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
+            if method != "GET":
+                return METHOD_NOT_ALLOWED
+            ok = self.server.live if rest[1] == "live" else self.server.ready()
+            return Reply(200 if ok else 400)
+        if head == "models":
+            return await self.models(method, rest[1:], scope, receive)
+        if head == "repository":
+            return await self.repository(method, rest[1:], scope, receive)
+        if head == "logging" and len(rest) == 1:
+            return await self.logging(method, scope, receive)
+        return NOT_FOUND
+
+    @staticmethod
+    def get_only(method: str) -> Reply | None:
+        return None if method == "GET" else METHOD_NOT_ALLOWED
+
+    async def models(self, method: str, rest: list[str], scope, receive) -> Reply:
+        if rest == ["stats"]:
+            return self.get_only(method) or json_reply(self.server.statistics())
+        if not rest or not rest[0]:
+            return NOT_FOUND
+        name, version, action = rest[0], "", ""
+        tail = rest[1:]
+        if len(tail) >= 2 and tail[0] == "versions":
+            version, tail = tail[1], tail[2:]
+            if not version.isdigit():
+                return NOT_FOUND
+        if len(tail) > 1:
+            return NOT_FOUND
+        action = tail[0] if tail else ""
+        server = self.server
+        if action == "infer":
+            if method != "POST":
+                return METHOD_NOT_ALLOWED
+            return await self.infer(name, version, scope, receive)
+        if method != "GET":
+            return METHOD_NOT_ALLOWED
+        if action == "":
+            return json_reply(server.model_metadata(name, version))
+        if action == "ready":
+            return Reply(200) if server.manager.is_ready(name, version) else Reply(400, error_body(
+                "Model version not ready"))
+        if action == "config":
+            return json_reply(server.model_config_json(name, version))
+        if action == "stats":
+            return json_reply(server.statistics(name, version))
+        return NOT_FOUND
+
+    async def infer(self, name: str, version: str, scope, receive) -> Reply:
+        body = await self.read_body(scope, receive)
+        header = _header(scope, b"inference-header-content-length")
+        try:
+            header_length = int(header) if header is not None else None
+        except ValueError:
+            raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header") from None
+        request, options = decode_request(body, header_length, name, version)
+        future = self.server.infer_future(request)
+        # receive() returns again only when the client disconnects: then the request is
+        # marked cancelled, and the batcher drops it if it has not started running.
+        watcher = asyncio.ensure_future(receive())
+        watcher.add_done_callback(lambda task: _mark_cancelled(task, request))
+        try:
+            response = await future
+        finally:
+            if not watcher.done():
+                watcher.cancel()
+        parts, header_length = encode_response(response, request, options)
+        if header_length is None:
+            return Reply(200, parts, JSON, compressible=True)
+        return Reply(200, parts, [(b"content-type", OCTET),
+                                  (b"inference-header-content-length", str(header_length).encode())],
+                     compressible=True)
+
+    async def repository(self, method: str, rest: list[str], scope, receive) -> Reply:
+        if method != "POST":
+            return METHOD_NOT_ALLOWED
+        if rest == ["index"]:
+            body = await self.read_body(scope, receive)
+            ready = bool(parse_json(body).get("ready", False)) if body.strip() else False
+            return json_reply(self.server.manager.index(ready_only=ready))
+        if len(rest) == 2 and rest[1] == "index":
+            return error_reply(ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported"))
+        if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
+            body = await self.read_body(scope, receive)
+            params = (parse_json(body).get("parameters") or {}) if body.strip() else {}
+            await self.repository_action(rest[2], rest[1], params)
+            return Reply(200)
+        return NOT_FOUND
+
+    async def repository_action(self, action: str, name: str, params: dict) -> None:
+        manager = self.server.manager
+        if manager.control_mode != "explicit":
+            raise ServeError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        if any(key.startswith("file:") for key in params) and "config" not in params:
+            raise invalid_arg("failed to load '" + name + "', failed to find the 'config' parameter that must "
+                              "accompany 'file:' parameters")
+        loop = asyncio.get_running_loop()
+        if action == "load":
+            await loop.run_in_executor(None, manager.load, name, params.get("config"))
+        else:
+            await loop.run_in_executor(None, manager.unload, name)
+
+    async def logging(self, method: str, scope, receive) -> Reply:
+        settings = self.server.log_settings
+        if method == "POST":
+            body = await self.read_body(scope, receive)
+            update = parse_json(body) if body.strip() else {}
+            for key, value in update.items():
+                if key not in settings or key == "log_file":
+                    raise invalid_arg(f"unknown or read-only logging setting '{key}'")
+                if key == "log_verbose_level" and (not isinstance(value, int) or value < 0):
+                    raise invalid_arg("log_verbose_level must be a non-negative integer")
+                settings[key] = value
+            logging.getLogger("tritonctl.serve").setLevel(
+                logging.DEBUG if settings["log_verbose_level"] else logging.INFO)
+        elif method != "GET":
+            return METHOD_NOT_ALLOWED
+        return json_reply(settings)
+
+
+def _mark_cancelled(task: asyncio.Future, request) -> None:
+    if not task.cancelled() and task.exception() is None and task.result().get("type") == "http.disconnect":
+        request.cancelled = True
+
+
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
+def _accepted_encoding(scope) -> bytes | None:
+    accept = _header(scope, b"accept-encoding")
+    if not accept:
+        return None
+    offered = [item.split(b";")[0].strip() for item in accept.split(b",")]
+    for encoding in (b"gzip", b"deflate"):
+        if encoding in offered:
+            return encoding
+    return None
+
+
+def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
+    if encoding == b"gzip":
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == b"deflate":
+        decompressor = zlib.decompressobj()
+    else:
+        raise ServeError(Status.UNSUPPORTED, "Unsupported compression type")
+    try:
+        data = decompressor.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise invalid_arg(f"failed to decompress the request body ({encoding.decode()}): {exc}") from None
+    if len(data) > limit:
+        raise invalid_arg(f"request body of more than {limit} bytes exceeds the maximum allowed value; use "
+                          "--http-max-input-size to increase the limit")
+    return data

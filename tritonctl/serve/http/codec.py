@@ -1,0 +1,196 @@
+"""KServe v2 inference JSON and Triton's binary tensor extension, both directions
+(serving_protocol.md A.3-A.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from tritonctl.serve.core.errors import ServeError, internal, invalid_arg
+from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
+from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
+
+RESERVED_PARAMETERS = {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers",
+                       "binary_data_output"}
+
+
+@dataclass(slots=True)
+class HttpOutputOptions:
+    binary_default: bool = False  # request-level binary_data_output
+
+
+def _flatten(data) -> list:
+    if not isinstance(data, list):
+        return [data]
+    if data and isinstance(data[0], list):
+        flat: list = []
+        for item in data:
+            flat.extend(_flatten(item))
+        return flat
+    return data
+
+
+def _json_tensor(name: str, datatype: str, shape: list[int], data, model: str) -> np.ndarray:
+    if datatype in ("FP16", "BF16"):
+        raise invalid_arg(f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
+                          f"for input {name}")
+    flat = _flatten(data)
+    count = element_count(shape)
+    if len(flat) != count:
+        text = "Unable to parse 'data': Shape does not match true shape of 'data' field" if len(flat) > count \
+            else "Failed to parse 'data' field: shape does not match true shape"
+        raise internal(f"{text} for input '{name}' of model '{model}'")
+    if datatype == "BYTES":
+        out = np.empty(count, dtype=object)
+        for i, item in enumerate(flat):
+            if not isinstance(item, str):
+                raise invalid_arg(f"Unable to parse 'data': expected a string for BYTES input '{name}' of model "
+                                  f"'{model}'")
+            out[i] = item.encode()
+        return out.reshape(shape)
+    dtype = NUMPY_DTYPE.get(datatype)
+    if dtype is None:
+        raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}'")
+    try:
+        if datatype == "BOOL":
+            if not all(isinstance(v, bool) for v in flat):
+                raise TypeError
+        elif any(isinstance(v, (str, bool, list, dict)) or v is None for v in flat):
+            raise TypeError
+        array = np.array(flat, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise invalid_arg(f"Unable to parse 'data': the values of input '{name}' of model '{model}' do not fit "
+                          f"datatype {datatype}") from None
+    return array.reshape(shape)
+
+
+def parse_json(buffer) -> dict:
+    try:
+        value = orjson.loads(buffer)
+    except orjson.JSONDecodeError as exc:
+        raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+    if not isinstance(value, dict):
+        raise invalid_arg("failed to parse the request JSON buffer: the request must be a JSON object")
+    return value
+
+
+def decode_request(body: bytes, header_length: int | None, model: str, version: str) \
+        -> tuple[InferRequest, HttpOutputOptions]:
+    if header_length is None:
+        header, binary = body, memoryview(b"")
+    else:
+        if header_length > len(body):
+            raise invalid_arg(f"Inference-Header-Content-Length {header_length} is larger than the request body "
+                              f"({len(body)} bytes)")
+        view = memoryview(body)
+        header, binary = view[:header_length], view[header_length:]
+    doc = parse_json(header)
+    options = HttpOutputOptions()
+    request = InferRequest(model, {}, model_version=version, id=str(doc.get("id", "") or ""))
+    _read_parameters(doc.get("parameters") or {}, request, options)
+    inputs = doc.get("inputs")
+    if not isinstance(inputs, list):
+        raise invalid_arg("missing or invalid 'inputs' in the inference request JSON")
+    offset = 0
+    for entry in inputs:
+        if not isinstance(entry, dict):
+            raise invalid_arg("each entry of 'inputs' must be a JSON object")
+        try:
+            name, datatype, shape = entry["name"], entry["datatype"], entry["shape"]
+        except KeyError as exc:
+            raise invalid_arg(f"input is missing the required field {exc} in the inference request") from None
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise invalid_arg(f"invalid 'shape' for input '{name}' of model '{model}'")
+        params = entry.get("parameters") or {}
+        size = params.get("binary_data_size")
+        has_data = "data" in entry
+        if (size is not None) == has_data:
+            raise invalid_arg(f"Input must set only one of the following fields: 'data', 'binary_data_size' in "
+                              f"'parameters', 'shared_memory_region' in 'parameters'. But input '{name}' has "
+                              f"{'both' if has_data else 'neither'}")
+        if size is not None:
+            if header_length is None:
+                raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header and "
+                                  "'binary_data_size' when passing inputs in binary data format")
+            if offset + size > len(binary):
+                raise invalid_arg(f"unexpected size for input '{name}', expecting {size} additional bytes for model "
+                                  f"'{model}'")
+            data = from_raw(datatype, shape, binary[offset:offset + size], name, model)
+            offset += size
+        else:
+            data = _json_tensor(name, datatype, shape, entry["data"], model)
+        request.inputs[name] = InferTensor(name, datatype, data)
+    if offset != len(binary):
+        raise invalid_arg(f"unexpected additional input data for model '{model}'")
+    outputs = doc.get("outputs")
+    if outputs is not None:
+        request.requested_outputs = []
+        for entry in outputs:
+            params = entry.get("parameters") or {}
+            request.requested_outputs.append(
+                RequestedOutput(entry["name"], int(params.get("classification", 0) or 0), params))
+    return request, options
+
+
+def _read_parameters(params: dict, request: InferRequest, options: HttpOutputOptions) -> None:
+    for key, value in params.items():
+        if key.startswith("triton_"):
+            raise invalid_arg(f"parameter keys starting with 'triton_' are reserved for Triton usage and should "
+                              f"not be specified (got '{key}')")
+        if key == "priority":
+            request.priority = int(value)
+        elif key == "timeout":
+            request.timeout_us = int(value)
+        elif key == "binary_data_output":
+            options.binary_default = bool(value)
+        elif key not in RESERVED_PARAMETERS:
+            request.parameters[key] = value
+
+
+def _json_data(tensor: InferTensor) -> list:
+    if tensor.datatype in ("FP16", "BF16"):
+        raise invalid_arg(f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data "
+                          f"format for output {tensor.name}")
+    flat = tensor.data.reshape(-1)
+    if tensor.datatype == "BYTES":
+        return [item.decode("utf-8", errors="replace") if isinstance(item, bytes) else str(item) for item in flat]
+    return flat.tolist()
+
+
+def encode_response(response: InferResponse, request: InferRequest, options: HttpOutputOptions) \
+        -> tuple[list, int | None]:
+    """(body parts, JSON header length or None when the body is pure JSON)."""
+    wanted = {o.name: o.parameters for o in request.requested_outputs} if request.requested_outputs else {}
+    outputs = []
+    binaries = []
+    for tensor in response.outputs:
+        params = wanted.get(tensor.name, {})
+        binary = bool(params.get("binary_data", options.binary_default))
+        item = {"name": tensor.name, "datatype": tensor.datatype, "shape": tensor.shape}
+        if binary:
+            raw = to_raw(tensor.datatype, tensor.data)
+            item["parameters"] = {"binary_data_size": len(raw)}
+            binaries.append(raw)
+        else:
+            item["data"] = _json_data(tensor)
+        outputs.append(item)
+    doc = {}
+    if response.id:
+        doc["id"] = response.id
+    doc["model_name"] = response.model_name
+    doc["model_version"] = response.model_version
+    if response.parameters:
+        doc["parameters"] = response.parameters
+    doc["outputs"] = outputs
+    header = orjson.dumps(doc)
+    if not binaries:
+        return [header], None
+    return [header, *binaries], len(header)
+
+
+def error_body(error: ServeError | str) -> bytes:
+    return orjson.dumps({"error": error.message if isinstance(error, ServeError) else error})
+
+

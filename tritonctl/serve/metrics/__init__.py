@@ -1,0 +1,72 @@
+"""Prometheus text exposition with Triton's metric names and labels (serving_protocol.md A.11)."""
+
+from __future__ import annotations
+
+from tritonctl.serve.core.manager import ModelManager
+
+# (metric, type, help, value from ModelStats)
+COUNTERS = [
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes",
+     lambda s: s.phases["success"].count),
+    ("nv_inference_count", "Number of inferences performed (does not include cached requests)",
+     lambda s: s.inference_count),
+    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
+     lambda s: s.execution_count),
+    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds "
+     "(includes cached requests)", lambda s: (s.phases["success"].ns + s.phases["fail"].ns) // 1000),
+    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds "
+     "(includes cached requests)", lambda s: s.phases["queue"].ns // 1000),
+    ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds "
+     "(does not include cached requests)", lambda s: s.phases["compute_input"].ns // 1000),
+    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds "
+     "(does not include cached requests)", lambda s: s.phases["compute_infer"].ns // 1000),
+    ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds "
+     "(does not include cached requests)", lambda s: s.phases["compute_output"].ns // 1000),
+]
+FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(manager: ModelManager) -> bytes:
+    stats = [mv.stats for entry in list(manager.models.values()) for _, mv in sorted(entry.versions.items())]
+    lines: list[str] = []
+
+    def labels(s, extra: str = "") -> str:
+        return f'{{model="{_escape(s.name)}",version="{s.version}"{extra}}}'
+
+    lines += ["# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
+              "# TYPE nv_inference_request_failure counter"]
+    for s in stats:
+        for reason in FAILURE_REASONS:
+            reason_label = ',reason="' + reason + '"'
+            lines.append(f"nv_inference_request_failure{labels(s, reason_label)} {s.failures.get(reason, 0)}")
+    for name, help_text, value in COUNTERS:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+        lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
+    lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
+              "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
+    lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
+    return ("\n".join(lines) + "\n").encode()
+
+
+class MetricsApp:
+    """ASGI app answering ``GET /metrics``."""
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != "/metrics":
+            status, body, ctype = 404, b"Not Found", b"text/plain"
+        elif scope["method"] != "GET":
+            status, body, ctype = 405, b"Method Not Allowed", b"text/plain"
+        else:
+            status, body, ctype = 200, exposition(self.manager), b"text/plain; charset=utf-8"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,207 @@
+"""Runs the whole server on one event loop: HTTP (uvicorn + httptools), gRPC (grpc.aio),
+metrics, repository polling, and a graceful stop that answers every in-flight request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.server import InferenceServer
+
+log = logging.getLogger("tritonctl.serve")
+
+
+@dataclass
+class ServeOptions:
+    repository: Path
+    host: str = "127.0.0.1"
+    http_port: int | None = 8000  # None: not served; 0: any free port
+    grpc_port: int | None = 8001
+    metrics_port: int | None = 8002
+    control_mode: str = "none"  # none | poll | explicit
+    load_models: list[str] = field(default_factory=list)
+    repository_poll_secs: float = 15.0
+    strict_readiness: bool = True
+    exit_timeout_secs: float = 30.0
+    model_config_name: str | None = None
+    http_max_input_size: int = 1 << 26
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket with TCP_NODELAY, so accepted connections never wait on Nagle (D.4)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_server(app, options: ServeOptions):
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # the runtime owns SIGINT/SIGTERM handling
+            yield
+
+    config = uvicorn.Config(app, http="httptools", loop="none", lifespan="off", access_log=False, log_config=None,
+                            timeout_graceful_shutdown=int(max(options.exit_timeout_secs, 1)), server_header=False,
+                            date_header=False, timeout_keep_alive=30)
+    return Server(config)
+
+
+class ServerRuntime:
+    def __init__(self, options: ServeOptions):
+        self.options = options
+        self.manager = ModelManager(options.repository, options.control_mode, options.model_config_name,
+                                    options.strict_readiness, options.exit_timeout_secs)
+        self.server = InferenceServer(self.manager)
+        self.http_port: int | None = None
+        self.grpc_port: int | None = None
+        self.metrics_port: int | None = None
+        self.started = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.startup_error: BaseException | None = None
+
+    def load_initial_models(self) -> None:
+        opts = self.options
+        if opts.control_mode == "explicit":
+            names = self.manager.model_names_on_disk() if "*" in opts.load_models else opts.load_models
+            self.manager.load_all(names)
+        else:
+            self.manager.load_all()
+
+    async def serve(self) -> None:
+        """Load the repository, serve until ``request_stop``, then drain and stop."""
+        from tritonctl.serve.http.app import HttpApp
+        from tritonctl.serve.metrics import MetricsApp
+
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        opts = self.options
+        await self._loop.run_in_executor(None, self.load_initial_models)
+        tasks: list[asyncio.Task] = []
+        uvicorn_servers = []
+        grpc_server = None
+        try:
+            for port, app, attr in ((opts.http_port, HttpApp(self.server, opts.http_max_input_size), "http_port"),
+                                    (opts.metrics_port, MetricsApp(self.manager), "metrics_port")):
+                if port is None:
+                    continue
+                sock = listening_socket(opts.host, port)
+                setattr(self, attr, sock.getsockname()[1])
+                server = _uvicorn_server(app, opts)
+                uvicorn_servers.append(server)
+                tasks.append(asyncio.ensure_future(server.serve(sockets=[sock])))
+            if opts.grpc_port is not None:
+                from tritonctl.serve.grpc.service import build_server
+
+                grpc_server, self.grpc_port = build_server(self.server, f"{opts.host}:{opts.grpc_port}")
+                await grpc_server.start()
+            if opts.control_mode == "poll":
+                tasks.append(asyncio.ensure_future(self._poll()))
+            while uvicorn_servers and not all(s.started for s in uvicorn_servers):
+                if any(t.done() for t in tasks):
+                    raise RuntimeError("the HTTP server failed to start")
+                await asyncio.sleep(0.01)
+        except BaseException as exc:
+            self.startup_error = exc
+            self.started.set()
+            await self._shutdown(uvicorn_servers, grpc_server, tasks)
+            raise
+        log.info("serving %s: HTTP %s, gRPC %s, metrics %s", opts.repository, self.http_port, self.grpc_port,
+                 self.metrics_port)
+        self.started.set()
+        await self._stop.wait()
+        await self._shutdown(uvicorn_servers, grpc_server, tasks)
+
+    async def _poll(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.options.repository_poll_secs)
+            await loop.run_in_executor(None, self.manager.poll)
+
+    async def _shutdown(self, uvicorn_servers, grpc_server, tasks) -> None:
+        """Stop accepting, let in-flight requests finish (up to --exit-timeout-secs), then stop models."""
+        self.server.stopping = True
+        timeout = self.options.exit_timeout_secs
+        for server in uvicorn_servers:
+            server.should_exit = True
+        waits = [t for t in tasks if not t.done()]
+        for task in tasks:
+            if task.get_coro().__name__ == "_poll":
+                task.cancel()
+        if grpc_server is not None:
+            waits.append(asyncio.ensure_future(grpc_server.stop(timeout)))
+        if waits:
+            await asyncio.wait(waits, timeout=timeout + 1)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.manager.stop, 1.0)
+        self.server.live = False
+
+    def request_stop(self) -> None:
+        """Thread-safe: begin the graceful stop."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+class BackgroundServer:
+    """The server on its own thread and event loop: for tests and embedding. Always ``stop()`` it."""
+
+    def __init__(self, options: ServeOptions):
+        self.runtime = ServerRuntime(options)
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tritonctl-serve")
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        loop = new_event_loop()
+        try:
+            loop.run_until_complete(self.runtime.serve())
+        except BaseException as exc:
+            self.error = exc
+            self.runtime.started.set()
+        finally:
+            loop.close()
+
+    def start(self, timeout_s: float = 60.0) -> "BackgroundServer":
+        self._thread.start()
+        if not self.runtime.started.wait(timeout_s):
+            raise TimeoutError("the server did not start in time")
+        if self.error is not None or self.runtime.startup_error is not None:
+            raise RuntimeError(f"the server failed to start: {self.error or self.runtime.startup_error}")
+        return self
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.runtime.request_stop()
+        self._thread.join(timeout_s)
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.runtime.options.host}:{self.runtime.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.runtime.options.host}:{self.runtime.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.runtime.options.host}:{self.runtime.metrics_port}/metrics"
