@@ -124,7 +124,7 @@ def test_explain_needs_no_path_and_shows_a_real_example(capsys):
     assert code == 0
     assert out.startswith("TOP03: max_batch_size is negative\n\nseverity: error\nmirrors:  Triton rule TOP-03")
     assert "'max_batch_size' must be non-negative value" in out
-    assert "Example: this config.pbtxt" in out and "    error[TOP03]: max_batch_size is -1" in out
+    assert "Example: a repository holding" in out and "    error[TOP03]: max_batch_size is -1" in out
 
 
 def test_explain_unknown_code_suggests(capsys):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tritonctl.repo_schema.diagnostics import all_codes
-from tritonctl.repo_schema.render.code_examples import EXAMPLES, example_output
+from tritonctl.repo_schema.render.code_examples import example_output
+from tritonctl.repo_schema.render.example_catalog import EXAMPLES
 from tritonctl.repo_schema.render.codes import codes_table, explain_text, normalize_code, resolve_code
 
 
@@ -26,10 +27,13 @@ def test_every_example_is_for_a_registered_code():
 
 @pytest.mark.parametrize("code", sorted(EXAMPLES))
 def test_example_produces_its_code(code):
-    config, output = example_output(code)
-    assert config == EXAMPLES[code].config
-    assert f"[{code}]: " in output, f"the example for {code} no longer produces it"
-    assert " --> models/" in output
+    run = example_output(code)
+    example = EXAMPLES[code]
+    if example.config is not None:
+        assert run.configs[0] == (f"models/{example.model}/config.pbtxt", example.config)
+    assert f"[{code}]: " in run.output, f"the example for {code} no longer produces it"
+    assert " --> models/" in run.output
+    assert any(name.startswith(f"models/{EXAMPLES[code].model}/") for name in run.files)
 
 
 def test_explain_page_for_a_code_without_an_example_still_explains(monkeypatch):

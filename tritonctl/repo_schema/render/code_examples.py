@@ -1,4 +1,4 @@
-"""A small broken config for each diagnostic code, shown by ``--explain``.
+"""Running the small broken models that ``--explain`` shows (example_catalog.py).
 
 The output shown with an example is never written down: ``example_output`` builds
 the model in a temporary repository and runs the real validator on it, so the
@@ -13,7 +13,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Union
 
 MODEL_PY = '''import triton_python_backend_utils as pb_utils
 
@@ -23,51 +23,73 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[]) for _ in requests]
 '''
 
-_IO = '''input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-'''
+FileSpec = Union[str, tuple[str, str]]  # a path (empty file, model.py gets MODEL_PY), or (path, content)
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX graph with these inputs and outputs: (name, ONNX element type, shape)."""
+
+    inputs: tuple[tuple[str, str, tuple], ...]
+    outputs: tuple[tuple[str, str, tuple], ...]
+
+    def save(self, path: Path) -> None:
+        import onnx
+        from onnx import TensorProto, helper
+
+        def info(name: str, elem: str, shape: tuple):
+            return helper.make_tensor_value_info(name, getattr(TensorProto, elem), list(shape))
+
+        nodes = [helper.make_node("Identity", [self.inputs[min(i, len(self.inputs) - 1)][0]], [out[0]])
+                 for i, out in enumerate(self.outputs)]
+        graph = helper.make_graph(nodes, "example", [info(*i) for i in self.inputs],
+                                  [info(*o) for o in self.outputs])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+@dataclass(frozen=True)
+class Sibling:
+    """Another model in the example's repository; config None leaves out config.pbtxt."""
+
+    name: str
+    config: str | None
+    files: tuple[FileSpec, ...] = ("1/model.py",)
 
 
 @dataclass(frozen=True)
 class Example:
-    config: str
+    config: str | None  # None: the model directory has no config.pbtxt
     model: str = "my_model"
-    files: tuple[str, ...] = ("1/model.py",)  # created in the model directory; a trailing '/' makes a directory
+    files: tuple[FileSpec, ...] = ("1/model.py",)  # in the model directory; a trailing '/' makes a directory
+    siblings: tuple[Sibling, ...] = ()
+    onnx: OnnxModel | None = None  # written as 1/model.onnx
 
 
-EXAMPLES: dict[str, Example] = {
-    "TOP02": Example('name: "resnet"\nbackend: "python"\nmax_batch_size: 8\n' + _IO, model="resnet50"),
-    "TOP03": Example('backend: "python"\nmax_batch_size: -1\n' + _IO),
-    "TXT01": Example('backend: "python"\nmax_batch_size: 8\ninput [\n  { name: "INPUT0" data_type: TYPE_FP32 '
-                     'dims: [ 4 ] }\n'),
-    "TXT02": Example('backend: "python"\nmax_batch_size: 8\ninputs [ { name: "INPUT0" data_type: TYPE_FP32 '
-                     'dims: [ 4 ] } ]\n'),
-    "TXT03": Example('backend: "python"\nmax_batch_size: "8"\n' + _IO),
-    "TXT04": Example('backend: "python"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: FP32 '
-                     'dims: [ 4 ] } ]\n'),
-    "TXT05": Example('backend: "python"\nmax_batch_size: 8\ndynamic_batching { }\nsequence_batching { }\n' + _IO),
-    "TXT06": Example('backend: "python"\nmax_batch_size: 8\nmax_batch_size: 16\n' + _IO),
-    "TXT07": Example('backend: "python"\nmax_batch_size: 8\nparameters { value { string_value: "on" } }\n' + _IO),
-    "TXT11": Example('backend: "python"\nmax_batch_size: ${max_batch_size}\n' + _IO),
-    "TXT51": Example('backend: "python"\nmax_batch_size: 8\nparameters { key: "engine_dir" value { '
-                     'string_value: "${engine_dir}" } }\n' + _IO),
-    "TXT52": Example('backend: "python"\nmax_batch_size: 8\nparameters { key: "mode" value { string_value: "a" } }\n'
-                     'parameters { key: "mode" value { string_value: "b" } }\n' + _IO),
-}
-
-
-def write_model(model_dir: Path, config: str | None, files: tuple[str, ...] = ("1/model.py",)) -> None:
+def write_model(model_dir: Path, config: str | None, files: tuple[FileSpec, ...] = ("1/model.py",)) -> None:
     """Create a model directory: its config.pbtxt (unless None) and ``files``."""
     model_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
     for entry in files:
-        target = model_dir / entry
-        if entry.endswith("/"):
+        name, content = entry if isinstance(entry, tuple) else (entry, None)
+        target = model_dir / name
+        if name.endswith("/"):
             target.mkdir(parents=True, exist_ok=True)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(MODEL_PY if target.name == "model.py" else "", encoding="utf-8")
+        if content is None:
+            content = MODEL_PY if target.name == "model.py" else ""
+        target.write_text(content, encoding="utf-8")
+
+
+def write_example(root: Path, example: Example) -> None:
+    """The example's model and its siblings under ``root``."""
+    write_model(root / example.model, example.config, example.files)
+    if example.onnx is not None:
+        example.onnx.save(root / example.model / "1" / "model.onnx")
+    for sibling in example.siblings:
+        write_model(root / sibling.name, sibling.config, sibling.files)
 
 
 @contextmanager
@@ -81,8 +103,17 @@ def working_directory(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def example_output(code: str) -> tuple[str, str] | None:
-    """(the example's config text, tritonctl's text output for it), or None."""
+@dataclass(frozen=True)
+class ExampleRun:
+    files: list[str]  # everything in the example repository, relative to it; directories end in '/'
+    configs: list[tuple[str, str]]  # (path, text) of each config.pbtxt, the example model's first
+    output: str  # what ``tritonctl validate models/`` prints for the code
+
+
+def example_output(code: str) -> ExampleRun | None:
+    """Build the example for ``code`` in a temporary directory and validate it; None
+    when the catalogue has no example for the code."""
+    from tritonctl.repo_schema.render.example_catalog import EXAMPLES
     from tritonctl.repo_schema.render.text import render_text
     from tritonctl.repo_schema.validate import ValidationReport, validate_paths
 
@@ -90,9 +121,14 @@ def example_output(code: str) -> tuple[str, str] | None:
     if example is None:
         return None
     with tempfile.TemporaryDirectory(prefix="tritonctl-explain-") as tmp:
-        write_model(Path(tmp) / "models" / example.model, example.config, example.files)
-        with working_directory(Path(tmp)):
+        root = Path(tmp)
+        write_example(root / "models", example)
+        files = sorted(p.relative_to(root).as_posix() + ("/" if p.is_dir() else "")
+                       for p in (root / "models").rglob("*") if p.is_file() or not any(p.iterdir()))
+        with working_directory(root):
             report = validate_paths([Path("models")])
             shown = ValidationReport([d for d in report.diagnostics if d.code == code], report.models_checked)
             text = render_text(shown, summary=False) if shown.diagnostics else ""
-    return example.config, text
+    configs = [(f"models/{example.model}/config.pbtxt", example.config)] if example.config is not None else []
+    configs += [(f"models/{s.name}/config.pbtxt", s.config) for s in example.siblings if s.config is not None]
+    return ExampleRun(files, configs, text)

@@ -68,16 +68,16 @@ def explain_text(code: str) -> str:
         indent = "  " if paragraph.startswith(("- ", "* ")) else ""
         out.extend(textwrap.wrap(paragraph, WIDTH, subsequent_indent=indent, break_on_hyphens=False))
         out.append("")
-    example = example_output(code)
-    if example is None:
+    run = example_output(code)
+    if run is None:
         out.append("Example: none recorded for this code yet.")
-    else:
-        config, rendered = example
-        out.append("Example: this config.pbtxt")
-        out.append("")
+        return "\n".join(out).rstrip() + "\n"
+    out.append("Example: a repository holding")
+    out.append("")
+    out.extend(f"    {name}" for name in run.files)
+    for path, config in run.configs:
+        out += ["", f"where {path} is", ""]
         out.extend(f"    {line}" if line else "" for line in config.splitlines())
-        out.append("")
-        out.append("makes `tritonctl validate` report:")
-        out.append("")
-        out.extend(f"    {line}" if line else "" for line in rendered.splitlines())
+    out += ["", "makes `tritonctl validate models/` report:", ""]
+    out.extend(f"    {line}" if line else "" for line in run.output.splitlines())
     return "\n".join(out).rstrip() + "\n"

@@ -37,6 +37,24 @@ def _one_model(name: str, config: str, files: tuple[str, ...] = ("1/model.py",))
     return lambda root: write_model(root / "models" / name, config, files)
 
 
+def _onnx_mismatch(root: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["pixels"], ["scores"])], "classifier",
+        [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 3, 224, 224])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model_dir = root / "models" / "classifier"
+    write_model(model_dir, '''backend: "onnxruntime"
+max_batch_size: 16
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
+output [ { name: "scores" data_type: TYPE_FP16 dims: [ 3, 224, 224 ] } ]
+''', ("1/",))
+    onnx.save(model, str(model_dir / "1" / "model.onnx"))
+
+
 def _ensemble(root: Path) -> None:
     write_model(root / "models" / "preprocess", 'backend: "python"\nmax_batch_size: 8\n'
                 'input [ { name: "RAW" data_type: TYPE_UINT8 dims: [ -1 ] } ]\n'
@@ -107,9 +125,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1000 ] } ]
     DocCase("Ensemble step naming a model that is not there",
             "The second step calls `resnet`, which the repository does not have.",
             _ensemble),
-    DocCase("Model file missing",
-            "An ONNX Runtime model needs 1/model.onnx (or default_model_filename); here it is model.pt.",
-            _one_model("classifier", 'backend: "onnxruntime"\nmax_batch_size: 8\n' + _IO, ("1/model.pt",))),
+    DocCase("Config that does not match the ONNX model",
+            "The names and types in config.pbtxt must match the model file.",
+            _onnx_mismatch),
     DocCase("Misnamed config file",
             "Triton reads only `config.pbtxt`; a near miss is ignored without a word.",
             _one_model("resnet", None, ("1/model.py", "config.pbtx"))),
