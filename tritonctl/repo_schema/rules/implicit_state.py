@@ -50,17 +50,17 @@ GROWABLE_MEMORY = register("ST07", "use_growable_memory without its requirements
     it needs use_same_buffer_for_input_output: true and KIND_GPU instances. Otherwise the
     state cannot be set up and every sequence fails when it starts.
     """, "ST-07")
-STATE_BACKEND = register("ST08", "implicit state on a backend without state support", "warning", """
-    Implicit state is carried by the backend: only the ONNX Runtime, TensorRT and
-    PyTorch backends write the output state back. Triton loads the model on other
-    backends (Python included), but the state is never updated between requests. Keep
-    the state inside the model, or use one of those backends.
-    """, "ST-08")
 STATE_OUTPUT_NOT_LISTED = register("ST50", "state output is not listed under output", "warning", """
     Clients can read a state only when its output_name is also listed under `output`
     (the docs recommend this for debugging stateful models). Without it, requests for
     that output fail. Add an `output` entry with the state's name, type and dims.
     """, "NC-13")
+STATE_BACKEND = register("ST51", "implicit state on a backend without state support", "warning", """
+    Implicit state is carried by the backend: only the ONNX Runtime, TensorRT and
+    PyTorch backends write the output state back. Triton loads the model on other
+    backends (Python included), but the state is never updated between requests. Keep
+    the state inside the model, or use one of those backends.
+    """, "ST-08")
 
 
 def _check_initial_state(ctx, state, path: tuple, seen: set[str]) -> None:

@@ -17,7 +17,9 @@ from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 INT64_MAX = 2**63 - 1
 WILDCARD = -1
 TRT_PLATFORM = "tensorrt_plan"
-OPTIONAL_INPUT_BACKENDS = {"onnxruntime", "python"}
+# Backends known to build their BackendModel without optional-input support. Custom
+# backends (TensorRT-LLM, vLLM, ...) often do support optional inputs, so they are not judged.
+NO_OPTIONAL_INPUT_BACKENDS = {"tensorrt", "pytorch"}
 BACKEND_DATA_TYPES = {
     "tensorrt": {"TYPE_BOOL", "TYPE_UINT8", "TYPE_INT8", "TYPE_INT32", "TYPE_INT64", "TYPE_FP16", "TYPE_FP32",
                  "TYPE_BF16"},
@@ -89,7 +91,8 @@ NON_LINEAR_IO = register("IO12", "non-linear IO format misused", "error", """
     """, "IO-12")
 OPTIONAL_UNSUPPORTED = register("IO13", "optional input on a backend without optional inputs", "error", """
     `optional: true` lets clients leave an input out, but only backends built with
-    optional-input support accept it (ONNX Runtime and Python). Others fail at load:
+    optional-input support accept it (ONNX Runtime and Python do; TensorRT and PyTorch
+    do not). The others fail at load:
     "'optional' is set to true for input '<name>' while the backend model doesn't support
     optional input".
     """, "IO-13")
@@ -144,7 +147,7 @@ REPEATED_BATCH_DIM = register("IO53", "dims start with -1 although max_batch_siz
     specifies 5 dimensions". Drop the leading -1, or set max_batch_size: 0 and keep the
     full shape. Only dims of rank 3 or more are flagged; if the first dimension really is
     a variable length, ignore this warning.
-    """, "NC-01")
+    """)
 RAGGED_NO_BATCH = register("IO54", "allow_ragged_batch on a model without batching", "warning", """
     allow_ragged_batch lets the dynamic batcher put requests of different shapes into
     one batch. With max_batch_size: 0 there is no batching, so the flag does nothing.
@@ -282,8 +285,7 @@ def _check_input_flags(ctx, io, index: int) -> None:
     config = ctx.effective
     path = ("input", index)
     what = f"input '{io.name}'"
-    python_based = config.backend in OPTIONAL_INPUT_BACKENDS or config.runtime == "model.py"
-    if io.optional and not python_based and config.backend and config.platform != "ensemble":
+    if io.optional and config.backend in NO_OPTIONAL_INPUT_BACKENDS:
         ctx.report(OPTIONAL_UNSUPPORTED, f"{what} is optional, but the {config.backend} backend does not "
                    "support optional inputs", path + ("optional",), hint="remove optional: true")
     if io.optional and config.backend == "onnxruntime":
