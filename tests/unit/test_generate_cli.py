@@ -238,3 +238,28 @@ def test_regenerating_with_the_same_model_file_only_needs_force_for_the_config(t
     assert read_config(repo / "resnet" / "config.pbtxt").max_batch_size == 8
     assert sorted(p.name for p in (repo / "resnet").iterdir()) == ["1", "config.pbtxt", "config.pbtxt.bak"]
     assert sorted(p.name for p in (repo / "resnet" / "1").iterdir()) == ["model.onnx"]
+
+
+@pytest.mark.parametrize("shapes", [
+    {"x": ["n", 3, "h"], "y": ["n", 3, "h"]},  # batching, symbolic inner dim
+    {"x": [1, 5], "y": [1, 5]},  # fixed batch of 1
+    {"x": ["n"], "y": ["n"]},  # per-item scalars (reshape)
+])
+def test_onnxruntime_accepts_tensors_shaped_as_the_config_says(tmp_path, shapes):
+    """Requests built from the generated config run in the real onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    model = make_onnx(tmp_path / "m.onnx", {"x": (TensorProto.FLOAT, shapes["x"])},
+                      {"y": (TensorProto.FLOAT, shapes["y"])})
+    run("generate", str(model), "--repo", str(tmp_path / "repo"))
+    config = read_config(tmp_path / "repo" / "m" / "config.pbtxt")
+    session = ort.InferenceSession(str(tmp_path / "repo" / "m" / "1" / "model.onnx"))
+    for entry in config.input:
+        item = list(entry.reshape.shape) if entry.HasField("reshape") else list(entry.dims)
+        shape = ([3] if config.max_batch_size else []) + [2 if d == -1 else d for d in item]
+        [result] = session.run(None, {entry.name: np.ones(shape, dtype=np.float32)})
+        out = config.output[0]
+        expected = list(out.reshape.shape) if out.HasField("reshape") else list(out.dims)
+        batch = [3] if config.max_batch_size else []
+        assert list(result.shape) == batch + [2 if d == -1 else d for d in expected]

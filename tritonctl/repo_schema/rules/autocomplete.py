@@ -6,7 +6,7 @@ reports the one a config file can be blamed for, at the field at fault.
 
 from __future__ import annotations
 
-from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, model_version_dir, batch_capable
+from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, batch_capable, model_version_dir
 from tritonctl.repo_schema.modelfiles import ModelFileError
 from tritonctl.repo_schema.rules import model_rule
 
