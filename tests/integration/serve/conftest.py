@@ -22,6 +22,7 @@ def serving_repository(root: Path) -> Path:
     write_add_sub(root, "limited", extra="dynamic_batching { max_queue_delay_microseconds: 400000 "
                                          "preferred_batch_size: [ 8 ] default_queue_policy { max_queue_size: 1 } }")
     write_add_sub(root, "unloadable")
+    write_add_sub(root, "delayed", extra=SLOW_BATCH)
     write_bytes_model(root)
     write_onnx_only(root)
     return root

@@ -1,0 +1,114 @@
+"""The gRPC service through the real tritonclient.grpc, sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as aiogrpcclient
+from tritonclient.utils import InferenceServerException
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    c = grpcclient.InferenceServerClient(served.grpc_url)
+    yield c
+    c.close()
+
+
+def add_sub_inputs(a: np.ndarray, b: np.ndarray, datatype: str = "FP32", module=grpcclient):
+    inputs = [module.InferInput("INPUT0", list(a.shape), datatype), module.InferInput("INPUT1", list(b.shape), datatype)]
+    inputs[0].set_data_from_numpy(a)
+    inputs[1].set_data_from_numpy(b)
+    return inputs
+
+
+def test_health_metadata_and_config(client, served):
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("add_sub") and not client.is_model_ready("missing")
+    assert "binary_tensor_data" in client.get_server_metadata().extensions
+    meta = client.get_model_metadata("add_sub", as_json=True)
+    assert meta["inputs"][0] == {"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "4"]}
+    config = client.get_model_config("add_sub").config
+    assert config.max_batch_size == 8 and config.dynamic_batching.max_queue_delay_microseconds == 2000
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        assert check(b"", timeout=5) == b"\x08\x01"  # HealthCheckResponse{status: SERVING}
+
+
+def test_infer_float_int_and_bytes(client):
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    result = client.infer("add_sub", add_sub_inputs(a, a), request_id="g-1")
+    assert np.array_equal(result.as_numpy("OUTPUT0"), a * 2) and np.array_equal(result.as_numpy("OUTPUT1"), a * 0)
+    assert result.get_response().id == "g-1"
+    i = np.arange(4, dtype=np.int32).reshape(1, 4)
+    result = client.infer("add_sub_int", add_sub_inputs(i, i, "INT32"),
+                          outputs=[grpcclient.InferRequestedOutput("OUTPUT0")])
+    assert np.array_equal(result.as_numpy("OUTPUT0"), i * 2) and result.as_numpy("OUTPUT1") is None
+    text = np.array([[b"a", b"\xc3\xa9t\xc3\xa9"]], dtype=object)
+    tensor = grpcclient.InferInput("TEXT", [1, 2], "BYTES")
+    tensor.set_data_from_numpy(text)
+    assert client.infer("echo_bytes", [tensor]).as_numpy("TEXT_OUT").tolist() == text.tolist()
+
+
+def test_errors_carry_grpc_status_codes(client):
+    a = np.ones((1, 4), np.float32)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("missing", add_sub_inputs(a, a))
+    assert caught.value.status() == "StatusCode.NOT_FOUND"
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", add_sub_inputs(np.ones((1, 5), np.float32), np.ones((1, 5), np.float32)))
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "unexpected shape for input 'INPUT0' for model 'add_sub'" in caught.value.message()
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", add_sub_inputs(a, a)[:1])
+    assert "expected 2 inputs but got 1 inputs" in caught.value.message()
+
+
+def test_repository_and_statistics(client):
+    names = {m.name for m in client.get_model_repository_index().models}
+    assert {"add_sub", "echo_bytes", "onnx_only"} <= names
+    client.unload_model("unloadable")
+    assert not client.is_model_ready("unloadable")
+    client.load_model("unloadable")
+    assert client.is_model_ready("unloadable")
+    a = np.ones((1, 4), np.float32)
+    client.infer("unloadable", add_sub_inputs(a, a))
+    stats = client.get_inference_statistics("unloadable", as_json=True)["model_stats"][0]
+    assert stats["name"] == "unloadable" and stats["inference_stats"]["success"]["count"] == "1"
+
+
+def test_stream_infer_answers_each_request(client):
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        a = np.ones((1, 4), np.float32)
+        client.async_stream_infer("add_sub", add_sub_inputs(a, a), request_id="s1")
+        client.async_stream_infer("missing", add_sub_inputs(a, a), request_id="s2")
+        client.async_stream_infer("add_sub", add_sub_inputs(a * 3, a), request_id="s3")
+        got = [results.get(timeout=10) for _ in range(3)]
+    finally:
+        client.stop_stream()
+    assert np.array_equal(got[0][0].as_numpy("OUTPUT0"), a * 2)
+    assert got[1][0] is None and "unknown model: 'missing'" in got[1][1].message()
+    assert np.array_equal(got[2][0].as_numpy("OUTPUT0"), a * 4)
+
+
+def test_asyncio_client_concurrent_requests(served):
+    async def run() -> None:
+        client = aiogrpcclient.InferenceServerClient(served.grpc_url)
+        try:
+            assert await client.is_server_ready()
+            values = [np.full((1, 4), i, np.float32) for i in range(12)]
+            results = await asyncio.gather(*[client.infer("add_sub", add_sub_inputs(v, v, module=aiogrpcclient))
+                                             for v in values])
+            for value, result in zip(values, results):
+                assert np.array_equal(result.as_numpy("OUTPUT0"), value * 2)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
