@@ -51,6 +51,9 @@ def ensemble(*steps: str, head: str = IO, top: str = "") -> str:
     return ENS + head + top + "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}\n"
 
 
+DECOUPLED = 'backend: "python"\nmax_batch_size: 8\nmodel_transaction_policy { decoupled: true }\n'
+
+
 EXAMPLES: dict[str, Example] = {
     "TOP02": Example('name: "resnet"\nbackend: "python"\nmax_batch_size: 8\n' + IO, model="resnet50"),
     "TOP03": Example('backend: "python"\nmax_batch_size: -1\n' + IO),
@@ -95,9 +98,6 @@ EXAMPLES: dict[str, Example] = {
         + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] reshape { shape: [ -1, -1 ] } } ]\n'
         + OUT
     ),
-    "IO09": Example(
-        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4294967296, 4294967296 ] } ]\n' + OUT
-    ),
     "IO10": Example(
         H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 224, 224 ] } ]\n' + OUT
     ),
@@ -122,7 +122,6 @@ EXAMPLES: dict[str, Example] = {
     "IO50": Example(H + IN + IN + OUT),
     "IO51": Example(H + IN + OUT + OUT),
     "IO52": Example(H + IN + 'output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'),
-    "IO53": Example(H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]\n' + OUT),
     "IO54": Example(
         'backend: "python"\nmax_batch_size: 0\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
         + OUT
@@ -287,11 +286,6 @@ EXAMPLES: dict[str, Example] = {
         + IO
         + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { name: "zeros" data_type: TYPE_FP32 dims: [ 4 ] } ]\n  } ]\n}\n',
         files=("1/model.onnx",),
-    ),
-    "ST08": Example(
-        H
-        + IO
-        + 'sequence_batching {\n  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n}\n'
     ),
     "REPO52": Example(H + IO, files=("1/model.py", "config_gpu.pbtxt")),
     "REPO53": Example(None, files=("1/model.py", "config.pbtx")),
@@ -568,4 +562,40 @@ EXAMPLES: dict[str, Example] = {
         files=(("1/model.py", "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n"),),
     ),
     "PY01": Example(H + IO, files=(("1/model.py", "def broken(:\n"),)),
+    "ENS19": Example(
+        ensemble(
+            step(model="gen_a", i='key: "A" value: "INPUT0"', o='key: "OUT" value: "a"'),
+            step(model="gen_b", i='key: "A" value: "INPUT0"', o='key: "OUT" value: "b"'),
+            step(
+                model="join",
+                i='key: "X" value: "a" } input_map { key: "Y" value: "b"',
+                o='key: "Z" value: "OUTPUT0"',
+            ),
+        ),
+        files=("1/",),
+        siblings=(
+            Sibling(
+                "gen_a",
+                DECOUPLED
+                + 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+            Sibling(
+                "gen_b",
+                DECOUPLED
+                + 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+            Sibling(
+                "join",
+                H
+                + 'input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Z" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+        ),
+    ),
+    "OPT03": Example(
+        'platform: "tensorflow_savedmodel"\nmax_batch_size: 8\n'
+        + IO
+        + 'instance_group [ { kind: KIND_GPU } ]\noptimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" }, { name: "auto_mixed_precision" } ] } }\n',
+        files=("1/model.savedmodel/",),
+    ),
+    "ST51": Example(H + IO + STATE % ""),
 }

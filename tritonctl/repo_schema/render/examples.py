@@ -164,7 +164,7 @@ def render_page() -> str:
     for number, case in enumerate(CASES, 1):
         status, output = run_case(case)
         out += [f"## {number}. {case.title}", "", case.about, "", "```text",
-                f"$ tritonctl validate {' '.join(case.args)}", output.rstrip("\n"), f"$ echo $?", str(status),
+                f"$ tritonctl validate {' '.join(case.args)}", output.rstrip("\n"), "$ echo $?", str(status),
                 "```", ""]
     return "\n".join(out)
 
