@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info, register
+from tritonctl.repo_schema.diagnostics import Diagnostic, code_info, register
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.normalize import core_normalize
 from tritonctl.repo_schema.repository import ModelSource, version_dirs
