@@ -172,3 +172,8 @@ def test_pre_commit_hook_runs_validate_on_config_files(repos, capsys):
     assert entry[:2] == ["tritonctl", "validate"]
     code, out, _ = cli(capsys, *entry[1:], "clean/m/config.pbtxt", "broken/m/config.pbtxt")
     assert code == 1 and "broken/m/config.pbtxt:2:17" in out and out.endswith("1 error in 2 models\n")
+
+
+def test_output_dash_means_stdout(repos, capsys):
+    code, out, err = cli(capsys, "validate", "broken", "--format", "json", "--output", "-")
+    assert code == 1 and json.loads(out)["summary"]["errors"] == 1 and err == ""

@@ -46,8 +46,8 @@ Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage er
 
 @app.command(help=HELP, no_args_is_help=True)
 def validate(
-    paths: list[Path] = typer.Argument(None, help="Repositories, model directories or config.pbtxt files.", metavar="PATH...",
-                                       show_default=False),
+    paths: list[Path] = typer.Argument(None, metavar="PATH...", show_default=False,
+                                       help="Repositories, model directories or config.pbtxt files."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
     ignore: list[str] = typer.Option(None, "--ignore", metavar="CODE",
@@ -85,11 +85,11 @@ def validate(
         report = validate_paths(list(paths), model_config_name, ignored)
     except UsageError as exc:
         raise CliError(str(exc), 2) from None
-    stream = sys.stdout if output is None else None
+    to_file = output is not None and str(output) != "-"
     fmt = output_format.value
-    text = render(report, fmt, color=fmt == "text" and use_color(color.value, stream))
+    text = render(report, fmt, color=fmt == "text" and use_color(color.value, None if to_file else sys.stdout))
     _emit(text, output)
-    if output is not None:
+    if to_file:
         typer.echo(f"wrote {output}: {summary_line(report)}", err=True)
     failed = report.errors > 0 or (strict and report.warnings > 0)
     raise typer.Exit(1 if failed else 0)
