@@ -133,23 +133,21 @@ def check_config_file_names(ctx) -> None:
                    f"model '{ctx.name}' has no {target}; Triton silently uses {fallback} instead",
                    hint=f"add {model_dir.name}/{target}, or check the --model-config-name value",
                    file=model_dir)
+    near = _near_miss_configs(model_dir) if not (model_dir / CONFIG_FILENAME).is_file() else []
     try:
         stray = sorted(p for p in model_dir.glob("*.pbtxt") if p.name != CONFIG_FILENAME and p.is_file()
-                       and p != ctx.config_path)
+                       and p != ctx.config_path and p not in near)
     except OSError:
         stray = []
     for path in stray:
         ctx.report(ROOT_PBTXT, f"Triton never reads {model_dir.name}/{path.name}",
                    hint=f"custom configs belong in {model_dir.name}/configs/{path.name} and are picked with "
                         f"--model-config-name={path.stem}", file=path)
-    if not (model_dir / CONFIG_FILENAME).is_file():
-        for path in _near_miss_configs(model_dir):
-            if path.suffix == ".pbtxt" and path.parent == model_dir:
-                continue  # reported above
-            where = path.relative_to(model_dir)
-            ctx.report(CONFIG_NEAR_MISS,
-                       f"model '{ctx.name}' has no config.pbtxt, but has '{where}', which Triton ignores",
-                       hint=f"rename it to {model_dir.name}/config.pbtxt", file=path)
+    for path in near:
+        where = path.relative_to(model_dir)
+        ctx.report(CONFIG_NEAR_MISS,
+                   f"model '{ctx.name}' has no config.pbtxt, but has '{where}', which Triton ignores",
+                   hint=f"rename it to {model_dir.name}/config.pbtxt", file=path)
 
 
 def _required_files(ctx) -> list[tuple[str, tuple]]:
