@@ -123,11 +123,14 @@ def _render_frame(d: Diagnostic, lines: list[str], numbers: list[int], label: st
         raw = lines[number - 1]
         text = raw.replace("\t", TAB)
         out.append(paint(f"{number:>{width}} |", "bold blue") + (f" {text}" if text else ""))
+        is_last = index == len(numbers) - 1
+        if index > 0 and not is_last:
+            continue  # inside a multi-line span only its first and last lines are underlined
         start_col = span.col if number == span.line else len(raw) - len(raw.lstrip()) + 1
         end_col = span.end_col if number == span.end_line else len(raw) + 1
         if single and span.end_line > span.line:  # a span running past the end of the file
             end_col = len(raw) + 1
         start = len(raw[:start_col - 1].replace("\t", TAB))
         length = max(1, len(raw[start_col - 1:end_col - 1].replace("\t", TAB)))
-        tail = f" {label}" if (index == len(numbers) - 1 and label) else ""
+        tail = f" {label}" if (is_last and label) else ""
         out.append(gutter + " " + " " * start + paint("^" * length + tail, style))
