@@ -29,6 +29,9 @@ def test_hidden_and_cache_directories_in_the_root_are_flagged(tmp_path):
     found = [d for d in findings([repo]) if d.code == "REPO50"]
     assert sorted(d.path.name for d in found) == [".git", ".ipynb_checkpoints", "__pycache__"]
     assert all(d.severity.value == "warning" for d in found)
+    # the stray directories get that one warning, not a pile of model errors
+    strays = {".git", "__pycache__", ".ipynb_checkpoints"}
+    assert [d.code for d in findings([repo], prefix="") if d.path and strays & set(d.path.parts)] == ["REPO50"] * 3
 
 
 def test_missing_custom_config_falls_back_silently(tmp_path):

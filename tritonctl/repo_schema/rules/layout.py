@@ -102,6 +102,8 @@ def check_root_directories(repo) -> None:
                         f"'{name}' in the repository root will be loaded as a model and fail",
                         path=ctx.model_dir,
                         hint=f"move '{name}' out of the model repository; Triton has no ignore list")
+            # It is not meant as a model: this warning says all there is to say about it.
+            ctx.checked = True
 
 
 def _near_miss_configs(model_dir: Path) -> list[Path]:
