@@ -23,6 +23,7 @@ def serving_repository(root: Path) -> Path:
                                          "preferred_batch_size: [ 8 ] default_queue_policy { max_queue_size: 1 } }")
     write_add_sub(root, "unloadable")
     write_add_sub(root, "delayed", extra=SLOW_BATCH)
+    write_add_sub(root, "reloadable", extra="dynamic_batching { }")
     write_bytes_model(root)
     write_onnx_only(root)
     return root

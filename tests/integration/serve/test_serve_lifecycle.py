@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -123,3 +124,40 @@ def _ready(client) -> bool:
         return client.is_server_ready()
     except Exception:
         return False
+
+
+def test_reload_under_traffic_drops_no_request(served):
+    stop = threading.Event()
+    outcome = {"ok": 0, "errors": []}
+
+    def traffic() -> None:
+        client = grpcclient.InferenceServerClient(served.grpc_url)
+        try:
+            while not stop.is_set():
+                try:
+                    result = client.infer("reloadable", one_input_pair())
+                    assert np.array_equal(result.as_numpy("OUTPUT0"), np.full((1, 4), 2, np.float32))
+                    outcome["ok"] += 1
+                except Exception as exc:  # collected and asserted below
+                    outcome["errors"].append(exc)
+        finally:
+            client.close()
+
+    workers = [threading.Thread(target=traffic) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    admin = grpcclient.InferenceServerClient(served.grpc_url)
+    try:
+        config = admin.get_model_config("reloadable", as_json=True)["config"]
+        for delay in (100, 0, 50):
+            time.sleep(0.15)
+            config["dynamic_batching"] = {"max_queue_delay_microseconds": delay}
+            admin.load_model("reloadable", config=json.dumps(config))
+        time.sleep(0.15)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(10)
+        admin.close()
+    assert outcome["errors"] == []
+    assert outcome["ok"] > 10

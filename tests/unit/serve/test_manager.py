@@ -144,3 +144,56 @@ def test_kind_gpu_without_a_gpu_is_a_clear_load_error(tmp_path):
         manager.load("gpu_model")
     assert "KIND_GPU" in caught.value.message and "no GPUs are available" in caught.value.message
     assert manager.index()[0]["state"] == "UNAVAILABLE"
+
+
+def test_poll_loads_new_reloads_changed_and_unloads_removed_models(tmp_path):
+    import shutil
+
+    repo = tmp_path / "repo"
+    write_add_sub(repo, "first")
+    manager = ModelManager(repo, control_mode="poll")
+    try:
+        manager.load_all()
+        first = manager.get("first")
+        write_add_sub(repo, "second")
+        manager.poll()
+        assert manager.is_ready("second") and manager.get("first") is first  # unchanged: kept as is
+        config = repo / "first" / "config.pbtxt"
+        config.write_text(config.read_text().replace("max_batch_size: 8", "max_batch_size: 2"))
+        manager.poll()
+        assert manager.get("first").max_batch_size == 2
+        shutil.rmtree(repo / "second")
+        manager.poll()
+        assert not manager.is_ready("second")
+    finally:
+        manager.stop(5)
+
+
+def test_classification_returns_top_values_with_labels(tmp_path):
+    repo = tmp_path / "repo"
+    model_dir = write_add_sub(repo, "classifier")
+    (model_dir / "labels.txt").write_text("zero\none\ntwo\nthree\n")
+    config = model_dir / "config.pbtxt"
+    config.write_text(config.read_text().replace(
+        '{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }',
+        '{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" }'))
+    manager = ModelManager(repo)
+    manager.load_all()
+    server = InferenceServer(manager)
+    try:
+        from tritonctl.serve.core.types import RequestedOutput
+
+        done = threading.Event()
+        box = {}
+        a = np.array([[0.1, 0.9, 0.5, 0.2]], np.float32)
+        request = InferRequest("classifier", {"INPUT0": InferTensor("INPUT0", "FP32", a),
+                                              "INPUT1": InferTensor("INPUT1", "FP32", np.zeros_like(a))},
+                               requested_outputs=[RequestedOutput("OUTPUT0", classification=2)],
+                               complete=lambda r, e: (box.update(r=r, e=e), done.set()))
+        server.submit(request)
+        assert done.wait(5) and box["e"] is None
+        tensor = box["r"].outputs[0]
+        assert tensor.datatype == "BYTES" and tensor.shape == [1, 2]
+        assert tensor.data.tolist() == [[b"0.900000:1:one", b"0.500000:2:two"]]
+    finally:
+        manager.stop(5)

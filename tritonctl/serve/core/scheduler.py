@@ -266,6 +266,10 @@ class Scheduler:
 
     # ---- lifecycle ------------------------------------------------------------------------------
     @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    @property
     def idle(self) -> bool:
         with self._cond:
             return self._queued == 0 and self._busy == 0

@@ -71,6 +71,12 @@ class InferenceServer:
         try:
             model.enqueue(request)
         except ServeError as exc:
+            if not model.scheduler.accepting and not self.stopping:
+                # The version was replaced by a reload between lookup and enqueue: use the new one.
+                model = self.manager.get(request.model_name, request.model_version)
+                model.prepare(request)
+                model.enqueue(request)
+                return
             model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
             raise exc
 
