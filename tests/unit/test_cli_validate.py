@@ -177,3 +177,16 @@ def test_pre_commit_hook_runs_validate_on_config_files(repos, capsys):
 def test_output_dash_means_stdout(repos, capsys):
     code, out, err = cli(capsys, "validate", "broken", "--format", "json", "--output", "-")
     assert code == 1 and json.loads(out)["summary"]["errors"] == 1 and err == ""
+
+
+def test_a_custom_config_file_is_checked_as_its_model(tmp_path):
+    from tritonctl.repo_schema.validate import validate_paths
+
+    model = tmp_path / "repo" / "m"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text("class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
+    (model / "configs").mkdir()
+    custom = model / "configs" / "prod.pbtxt"
+    custom.write_text('name: "m"\nbackend: "python"\nmax_batch_size: -1\n')
+    report = validate_paths([custom])
+    assert [(d.code, d.path, d.model) for d in report.diagnostics] == [("TOP03", custom, "m")]

@@ -73,6 +73,7 @@ class ModelSource:
 
     model_dir: Path
     config_name: str | None = None
+    config_file: Path | None = None  # an explicitly chosen config file, instead of Triton's lookup
 
     @property
     def name(self) -> str:
@@ -80,7 +81,7 @@ class ModelSource:
 
     @cached_property
     def config_path(self) -> Path:
-        return config_path_for(self.model_dir, self.config_name)
+        return self.config_file or config_path_for(self.model_dir, self.config_name)
 
     @cached_property
     def has_config(self) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import ModelContext, RepositoryContext
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity
-from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks_like_model_dir, model_dirs
+from tritonctl.repo_schema.repository import ModelSource, looks_like_model_dir, model_dirs
 
 
 @dataclass
@@ -80,10 +80,11 @@ def validate_paths(paths: list[Path], config_name: str | None = None,
                 report.diagnostics.extend(ctx.diagnostics)
             report.models_checked += len(repo.models)
             continue
-        model_dir = path.parent if kind == "config" else path
-        source = ModelSource(model_dir, config_name)
-        if kind == "config" and path.name != CONFIG_FILENAME:
-            source.__dict__["config_path"] = path  # an explicit file wins over the lookup
+        model_dir = path
+        if kind == "config":
+            # <model>/config.pbtxt or a custom <model>/configs/<name>.pbtxt
+            model_dir = path.parent.parent if path.parent.name == "configs" else path.parent
+        source = ModelSource(model_dir, config_name, config_file=path if kind == "config" else None)
         # A lone model still sees its siblings, so ensembles can be checked.
         repo = RepositoryContext(model_dir.parent)
         for sibling in model_dirs(model_dir.parent):
