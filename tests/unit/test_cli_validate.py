@@ -166,6 +166,7 @@ def test_pre_commit_hook_runs_validate_on_config_files(repos, capsys):
     assert fields["id"] == "tritonctl-validate" and fields["pass_filenames"] == "true"
     pattern = re.compile(fields["files"])
     assert pattern.search("models/resnet/config.pbtxt") and pattern.search("config.pbtxt")
+    assert pattern.search("models/resnet/configs/prod.pbtxt")
     assert not pattern.search("models/resnet/1/model.py") and not pattern.search("models/x/myconfig.pbtxt")
     # pre-commit appends the changed files to the entry: each is validated in its model directory.
     entry = fields["entry"].split()
