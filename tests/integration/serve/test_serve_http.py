@@ -205,3 +205,25 @@ def test_max_queue_size_rejects_with_503(served):
     errors = [r for r in results if isinstance(r, InferenceServerException)]
     assert errors and all(e.status() == "503" and "Exceeds maximum queue size" in e.message() for e in errors)
     assert any(not isinstance(r, Exception) for r in results)
+
+
+def test_raw_binary_request_for_a_one_input_model(served):
+    x = np.arange(6, dtype=np.float32)
+    status, body, headers = raw(served, "POST", "/v2/models/onnx_only/infer", x.tobytes(),
+                                {"Inference-Header-Content-Length": "0"})
+    assert status == 200
+    header_length = int(headers["inference-header-content-length"])
+    header = json.loads(body[:header_length])
+    assert header["outputs"][0]["shape"] == [1, 6]
+    assert np.array_equal(np.frombuffer(body[header_length:], np.float32), x * 2)
+
+
+def test_pure_json_request_with_nested_data_and_one_output(served):
+    status, body, _ = raw(served, "POST", "/v2/models/add_sub/infer", json.dumps({
+        "id": "json-only",
+        "inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [[1, 2, 3, 4]]},
+                   {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]}],
+        "outputs": [{"name": "OUTPUT1"}]}).encode())
+    assert status == 200
+    assert json.loads(body) == {"id": "json-only", "model_name": "add_sub", "model_version": "1", "outputs": [
+        {"name": "OUTPUT1", "datatype": "FP32", "shape": [1, 4], "data": [0.0, 1.0, 2.0, 3.0]}]}

@@ -49,7 +49,6 @@ class BatchingOptions:
     default_priority_level: int = 0
     default_policy: QueuePolicy = QueuePolicy()
     level_policies: tuple[tuple[int, QueuePolicy], ...] = ()
-    ragged_inputs: frozenset[str] = frozenset()
 
     @classmethod
     def from_config(cls, config) -> "BatchingOptions":
@@ -67,7 +66,6 @@ class BatchingOptions:
             default_priority_level=db.default_priority_level if db.priority_levels else 0,
             default_policy=QueuePolicy.from_proto(db.default_queue_policy),
             level_policies=tuple((level, QueuePolicy.from_proto(p)) for level, p in db.priority_queue_policy.items()),
-            ragged_inputs=frozenset(i.name for i in config.input if i.allow_ragged_batch),
         )
 
 
@@ -168,9 +166,11 @@ class Scheduler:
         self._queued -= len(failed)
         return failed
 
-    def _shape_key(self, request: InferRequest) -> tuple:
-        ragged = self.options.ragged_inputs
-        return tuple(sorted((name, t.data.shape[1:]) for name, t in request.inputs.items() if name not in ragged))
+    @staticmethod
+    def _shape_key(request: InferRequest) -> tuple:
+        # Every input's shape must match; ragged batching (allow_ragged_batch) is not done yet,
+        # so such inputs are batched only with requests of the same shape.
+        return tuple(sorted((name, t.data.shape[1:]) for name, t in request.inputs.items()))
 
     def _form_batch(self, now: int) -> tuple[list[InferRequest] | None, float | None]:
         """(batch, None) to run now, or (None, seconds to wait before looking again)."""

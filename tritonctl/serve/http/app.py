@@ -12,7 +12,7 @@ import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
 from tritonctl.serve.core.server import InferenceServer
-from tritonctl.serve.http.codec import decode_request, encode_response, error_body, parse_json
+from tritonctl.serve.http.codec import decode_raw_request, decode_request, encode_response, error_body, parse_json
 
 log = logging.getLogger("tritonctl.serve.http")
 
@@ -160,7 +160,10 @@ class HttpApp:
             header_length = int(header) if header is not None else None
         except ValueError:
             raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header") from None
-        request, options = decode_request(body, header_length, name, version)
+        if header_length == 0:
+            request, options = decode_raw_request(body, self.server.manager.get(name, version), version)
+        else:
+            request, options = decode_request(body, header_length, name, version)
         future = self.server.infer_future(request)
         # receive() returns again only when the client disconnects: then the request is
         # marked cancelled, and the batcher drops it if it has not started running.

@@ -134,6 +134,38 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
     return request, options
 
 
+def decode_raw_request(body: bytes, model, version: str) -> tuple[InferRequest, HttpOutputOptions]:
+    """Triton's "raw binary request" (``Inference-Header-Content-Length: 0``): the whole body is the
+    only input of a one-input model, taken as batch 1; every output comes back binary."""
+    if len(model.inputs) != 1:
+        raise invalid_arg(f"Raw binary request input size must be 1, model '{model.name}' has "
+                          f"{len(model.inputs)} inputs")
+    spec = next(iter(model.inputs.values()))
+    dims = spec.dims[1:] if model.max_batch_size > 0 else list(spec.dims)
+    if spec.datatype == "BYTES":
+        if dims != [1] and dims != [-1]:
+            raise invalid_arg(f"raw binary BYTES input '{spec.name}' of model '{model.name}' must have shape [1]")
+        data = np.empty(1, dtype=object)
+        data[0] = bytes(body)
+        shape = [1]
+    else:
+        variable = [i for i, d in enumerate(dims) if d == -1]
+        if len(variable) > 1:
+            raise invalid_arg(f"raw binary input '{spec.name}' of model '{model.name}' may have at most one "
+                              "variable-size dimension")
+        fixed = element_count(d for d in dims if d != -1) * NUMPY_DTYPE[spec.datatype].itemsize
+        shape = list(dims)
+        if variable:
+            if fixed == 0 or len(body) % fixed:
+                raise invalid_arg(f"input byte size mismatch for input '{spec.name}' for model '{model.name}'")
+            shape[variable[0]] = len(body) // fixed
+        data = from_raw(spec.datatype, shape, body, spec.name, model.name)
+    if model.max_batch_size > 0:
+        data = data.reshape([1, *shape])
+    request = InferRequest(model.name, {spec.name: InferTensor(spec.name, spec.datatype, data)}, model_version=version)
+    return request, HttpOutputOptions(binary_default=True)
+
+
 def _read_parameters(params: dict, request: InferRequest, options: HttpOutputOptions) -> None:
     for key, value in params.items():
         if key.startswith("triton_"):
