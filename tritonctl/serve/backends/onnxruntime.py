@@ -58,6 +58,10 @@ def session_options(config):
     for key in ("session.use_device_allocator_for_initializers", "memory.enable_memory_arena_shrinkage"):
         if key in params:
             options.add_session_config_entry(key, params[key])
+    # onnxruntime's intra-op threads spin after each run by default; here they would take CPU from
+    # the front end and the other instances, so they sleep unless the model's parameters say so.
+    spinning = params.get("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
     level = config.optimization.graph.level if config.HasField("optimization") else 0
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, GRAPH_LEVELS.get(level, "ORT_ENABLE_ALL"))
     return options

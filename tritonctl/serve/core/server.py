@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+import weakref
 
 from tritonctl.serve.core.errors import ServeError, not_found
 from tritonctl.serve.core.manager import ModelManager
@@ -20,6 +22,7 @@ class InferenceServer:
         self.manager = manager
         self.live = True
         self.stopping = False
+        self._completions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.log_settings = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                              "log_verbose_level": 0, "log_format": "default"}
 
@@ -84,13 +87,38 @@ class InferenceServer:
         """Submit from an event loop; the future resolves on that loop when the request finishes."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-
-        def complete(response, error) -> None:
-            loop.call_soon_threadsafe(_resolve, future, response, error)
-
-        request.complete = complete
+        completions = self._completions.get(loop)
+        if completions is None:
+            completions = self._completions[loop] = LoopCompletions(loop)
+        request.complete = lambda response, error: completions.push(future, response, error)
         self.submit(request)
         return future
+
+
+class LoopCompletions:
+    """Hands finished requests from worker threads to one event loop, waking the loop once per
+    burst (a batch of N requests costs one wake-up, not N)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._items: list = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def push(self, future: asyncio.Future, response, error) -> None:
+        with self._lock:
+            self._items.append((future, response, error))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        for future, response, error in items:
+            _resolve(future, response, error)
 
 
 def _resolve(future: asyncio.Future, response, error) -> None:
