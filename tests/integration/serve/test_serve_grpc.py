@@ -112,3 +112,32 @@ def test_asyncio_client_concurrent_requests(served):
             await client.close()
 
     asyncio.run(run())
+
+
+def test_fp16_over_grpc_and_http_binary(client, served):
+    import tritonclient.http as httpclient
+
+    a = np.array([[0.5, 1.5, -2.0, 4.0]], np.float16)
+    result = client.infer("add_sub_fp16", add_sub_inputs(a, a, "FP16"))
+    assert result.as_numpy("OUTPUT0").dtype == np.float16 and np.array_equal(result.as_numpy("OUTPUT0"), a + a)
+    http = httpclient.InferenceServerClient(served.http_url)
+    try:
+        inputs = [httpclient.InferInput(n, [1, 4], "FP16") for n in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        assert np.array_equal(http.infer("add_sub_fp16", inputs).as_numpy("OUTPUT1"), a - a)
+    finally:
+        http.close()
+
+
+def test_typed_input_contents_are_accepted(served):
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    request = service_pb2.ModelInferRequest(model_name="add_sub_int")
+    for name, values in (("INPUT0", [1, 2, 3, 4]), ("INPUT1", [10, 20, 30, 40])):
+        tensor = request.inputs.add(name=name, datatype="INT32", shape=[1, 4])
+        tensor.contents.int_contents.extend(values)
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=10)
+    outputs = {o.name: np.frombuffer(raw, np.int32) for o, raw in zip(response.outputs, response.raw_output_contents)}
+    assert outputs["OUTPUT0"].tolist() == [11, 22, 33, 44] and outputs["OUTPUT1"].tolist() == [-9, -18, -27, -36]

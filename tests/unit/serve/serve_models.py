@@ -71,7 +71,7 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 
 def write_add_sub(repo: Path, name: str = "add_sub", dtype: str = "TYPE_FP32", extra: str = "",
                   versions: tuple[int, ...] = (1,)) -> Path:
-    elem = {"TYPE_FP32": TensorProto.FLOAT, "TYPE_INT32": TensorProto.INT32}[dtype]
+    elem = {"TYPE_FP32": TensorProto.FLOAT, "TYPE_INT32": TensorProto.INT32, "TYPE_FP16": TensorProto.FLOAT16}[dtype]
     model_dir = repo / name
     for version in versions:
         add_sub_onnx(model_dir / str(version) / "model.onnx", elem)
