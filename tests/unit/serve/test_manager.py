@@ -197,3 +197,35 @@ def test_classification_returns_top_values_with_labels(tmp_path):
         assert tensor.data.tolist() == [[b"0.900000:1:one", b"0.500000:2:two"]]
     finally:
         manager.stop(5)
+
+
+def test_a_failing_execution_is_a_500_and_the_model_keeps_serving(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    repo = tmp_path / "repo"
+    model_dir = repo / "fragile"
+    (model_dir / "1").mkdir(parents=True)
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 4])
+    graph = helper.make_graph([helper.make_node("Reshape", ["X", "shape"], ["Y"])], "fragile",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [-1])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [-1, 4])], initializer=[shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(model_dir / "1" / "model.onnx"))
+    (model_dir / "config.pbtxt").write_text(
+        'backend: "onnxruntime"\nmax_batch_size: 0\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]\n'
+        'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+    manager = ModelManager(repo)
+    manager.load_all()
+    server = InferenceServer(manager)
+    try:
+        with pytest.raises(ServeError) as caught:
+            infer(server, "fragile", {"X": ("FP32", np.ones(3, np.float32))})
+        assert caught.value.status is Status.INTERNAL and "model 'fragile'" in caught.value.message
+        assert infer(server, "fragile", {"X": ("FP32", np.ones(8, np.float32))})["Y"].shape == (2, 4)
+        assert manager.get("fragile").stats.failures == {"BACKEND": 1}
+    finally:
+        manager.stop(5)
