@@ -186,10 +186,18 @@ def config_from_model_file(model_file: Path, options: GenerateOptions | None = N
     options = options or GenerateOptions()
     backend = backend_for(model_file, options.backend)
     io, engine_max = read_model_io(model_file, backend)
+    return config_from_model_io(io, backend, options.name or default_name(model_file), options, engine_max)
+
+
+def config_from_model_io(io: ModelIO, backend: str, name: str, options: GenerateOptions | None = None,
+                         engine_max: int = 0) -> GeneratedConfig:
+    """The config for a model whose tensors are already known (``engine_max``: a plan's
+    batch limit). Raises GenerateError."""
+    options = options or GenerateOptions()
     _check_types(io)
     notes: list[str] = []
     config = model_config_pb2().ModelConfig()
-    config.name = options.name or default_name(model_file)
+    config.name = name
     config.backend = backend
     config.max_batch_size = _max_batch_size(io, engine_max, backend, options.max_batch_size, notes)
     batching = config.max_batch_size > 0

@@ -1,0 +1,125 @@
+"""tritonctl build on ONNX sources, through the real command line: repository entries,
+the dynamic-batch rewrite, accuracy failures, the cache, and the plan pre-flight."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "convert"))
+
+from build_models import dynamic_add_sub, fixed_batch_concat, fixed_batch_reshape, log_model, sequence_model  # noqa: E402
+
+from tritonctl.convert.options import BuildOptions  # noqa: E402
+from tritonctl.convert.pipeline import Reporter, build  # noqa: E402
+from tritonctl.convert.spec import parse_shape  # noqa: E402
+from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def tritonctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tritonctl", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_fixed_batch_onnx_becomes_a_batching_entry(tmp_path):
+    source = fixed_batch_reshape(tmp_path / "fixed.onnx")
+    repo = tmp_path / "repo"
+    done = tritonctl("build", str(source), "--repo", str(repo), "--name", "fixed", "--max-batch-size", "16")
+    assert done.returncode == 0, done.stderr
+    for text in ("Reshape 'flatten': target [1, 12] -> [-1, 12]", "verified row by row", "max abs error",
+                 "tritonctl validate", "no errors"):
+        assert text in done.stderr
+    model = repo / "fixed" / "1" / "model.onnx"
+    config = (repo / "fixed" / "config.pbtxt").read_text()
+    assert "max_batch_size: 16" in config and "dims: [ 3, 4 ]" in config and "dynamic_batching { }" in config
+    assert validate_paths([repo]).errors == 0
+    x = np.random.default_rng(3).standard_normal((16, 3, 4)).astype(np.float32)
+    batched = ort.InferenceSession(str(model)).run(None, {"x": x})[0]
+    original = ort.InferenceSession(str(source))
+    rows = np.concatenate([original.run(None, {"x": x[i:i + 1]})[0] for i in range(16)])
+    np.testing.assert_allclose(batched, rows, rtol=1e-5, atol=1e-5)
+    manifest = json.loads((repo / "fixed" / "1" / "build.json").read_text())
+    assert manifest["source"]["kind"] == "onnx" and manifest["max_batch_size"] == 16
+    assert manifest["preparation"]["folded_nodes"] == 1 and len(manifest["preparation"]["batch_rewrite"]) == 3
+    assert manifest["accuracy"]["passed"] and manifest["accuracy"]["outputs"][0]["name"] == "y"
+    assert manifest["versions"]["onnxruntime"] == ort.__version__
+    assert manifest["model"]["sha256"] and manifest["gpu"] is None
+    assert set(manifest["stages_s"]) == {"load source", "prepare ONNX", "check accuracy"}
+
+
+def test_unrewritable_fixed_batch_stops_before_writing(tmp_path):
+    source = fixed_batch_concat(tmp_path / "concat.onnx")
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "concat")
+    assert done.returncode == 1
+    assert "making the batch dynamic did not preserve its results" in done.stderr
+    assert not (tmp_path / "repo").exists()
+    kept = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "concat",
+                     "--max-batch-size", "0")
+    assert kept.returncode == 0, kept.stderr
+    assert "max_batch_size" not in (tmp_path / "repo" / "concat" / "config.pbtxt").read_text()
+
+
+def test_nan_outputs_fail_the_check_unless_no_check(tmp_path):
+    source = log_model(tmp_path / "log.onnx")
+    failed = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "log")
+    assert failed.returncode == 1
+    assert "accuracy check failed for output(s) 'y'" in failed.stderr and "NaN/Inf" in failed.stderr
+    assert not (tmp_path / "repo" / "log").exists()
+    skipped = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "log", "--no-check")
+    assert skipped.returncode == 0, skipped.stderr
+    assert json.loads((tmp_path / "repo" / "log" / "1" / "build.json").read_text())["accuracy"] == {"skipped": True}
+
+
+def test_rerun_reuses_and_changed_options_rebuild(tmp_path):
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    options = dict(source=str(source), repo=tmp_path / "repo", name="add_sub")
+    first = build(BuildOptions(**options))
+    model_mtime = first.model_path.stat().st_mtime_ns
+    reporter = Reporter()
+    again = build(BuildOptions(**options), reporter)
+    assert again.reused and reporter.stages == ["load source"] and "up to date" in reporter.notes[0]
+    assert again.model_path.stat().st_mtime_ns == model_mtime
+    changed = build(BuildOptions(**options, max_batch_size=4, instances=2))
+    assert not changed.reused and "max_batch_size: 4" in changed.config_path.read_text()
+    assert not list((tmp_path / "repo" / "add_sub").rglob("*.bak"))  # its own earlier output is replaced
+    changed.config_path.write_text(changed.config_path.read_text() + "# edited by hand\n")
+    with pytest.raises(Exception, match="not written by this tool's last build; pass --force"):
+        build(BuildOptions(**options, max_batch_size=2))
+    forced = build(BuildOptions(**options, max_batch_size=2, force=True))
+    assert (forced.model_dir / "config.pbtxt.bak").is_file()
+
+
+def test_dynamic_dims_use_the_shape_opt_for_check_inputs(tmp_path):
+    source = sequence_model(tmp_path / "seq.onnx")
+    result = build(BuildOptions(str(source), tmp_path / "repo", "seq", shapes=[parse_shape("x:4,32,64")]))
+    assert result.manifest["accuracy"]["outputs"][0]["elements"] == 1 * 32 + 8 * 32
+
+
+def test_plan_without_tensorrt_fails_before_any_work(tmp_path):
+    from tritonctl.convert.tensorrt_build import plan_unavailable
+
+    if plan_unavailable() is None:
+        pytest.skip("this machine can build plans")
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "m", "--format", "plan")
+    assert done.returncode == 1
+    assert "pip install 'tritonctl[tensorrt]'" in done.stderr and "--format plan needs" in done.stderr
+    assert "load source" not in done.stderr and not (tmp_path / "repo").exists()
+
+
+def test_usage_errors(tmp_path):
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    bad_shape = tritonctl("build", str(source), "--repo", str(tmp_path), "--name", "m", "--shape", "INPUT0:4,2,8")
+    assert bad_shape.returncode == 2 and "MIN <= OPT <= MAX" in bad_shape.stderr
+    fp16 = tritonctl("build", str(source), "--repo", str(tmp_path), "--name", "m", "--precision", "fp16")
+    assert fp16.returncode == 1 and "add --format plan" in fp16.stderr
+    torch_flags = tritonctl("build", str(source), "--repo", str(tmp_path), "--name", "m", "--input", "x:fp32:4")
+    assert torch_flags.returncode == 1 and "describe PyTorch sources" in torch_flags.stderr
+    assert onnx.load(str(source))  # the source is never modified

@@ -1,0 +1,70 @@
+"""Small ONNX models for build tests, made with onnx.helper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(graph, path: Path, opset: int = 17) -> Path:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def fixed_batch_reshape(path: Path) -> Path:
+    """x [1,3,4] -> Reshape to the hard-coded [1,12] -> MatMul W[12,4] -> times (2+3) -> y [1,4].
+    Exported with batch 1: both the IO shapes and the Reshape target pin it."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((12, 4)).astype(np.float32), "W"),
+             numpy_helper.from_array(np.array([1, 12], dtype=np.int64), "target"),
+             numpy_helper.from_array(np.array([2.0], dtype=np.float32), "two"),
+             numpy_helper.from_array(np.array([3.0], dtype=np.float32), "three")]
+    nodes = [helper.make_node("Add", ["two", "three"], ["five"], name="add_constants"),
+             helper.make_node("Reshape", ["x", "target"], ["flat"], name="flatten"),
+             helper.make_node("MatMul", ["flat", "W"], ["m"], name="matmul"),
+             helper.make_node("Mul", ["m", "five"], ["y"], name="scale")]
+    graph = helper.make_graph(nodes, "fixed_batch", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    return _save(graph, path)
+
+
+def fixed_batch_concat(path: Path) -> Path:
+    """Concatenates a learned [1,2] row to x [1,4] along axis 1: a batch of 1 that no
+    rewrite of IO shapes or Reshape targets can free."""
+    inits = [numpy_helper.from_array(np.ones((1, 2), dtype=np.float32), "row")]
+    nodes = [helper.make_node("Concat", ["x", "row"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "concat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])], inits)
+    return _save(graph, path)
+
+
+def dynamic_add_sub(path: Path, dtype=TensorProto.FLOAT) -> Path:
+    """Triton's classic add_sub with a symbolic batch: INPUT0, INPUT1 [batch,16]."""
+    inputs = [helper.make_tensor_value_info(n, dtype, ["batch", 16]) for n in ("INPUT0", "INPUT1")]
+    outputs = [helper.make_tensor_value_info(n, dtype, ["batch", 16]) for n in ("OUTPUT0", "OUTPUT1")]
+    nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+             helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])]
+    return _save(helper.make_graph(nodes, "add_sub", inputs, outputs), path)
+
+
+def log_model(path: Path) -> Path:
+    """y = log(x): random inputs in [-1, 1) make NaN in source and result alike."""
+    graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"])], "log",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    return _save(graph, path)
+
+
+def sequence_model(path: Path) -> Path:
+    """x [batch, seq] float -> y = x * 2, with a dynamic seq dimension."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["y"])], "seq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])],
+        [numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")])
+    return _save(graph, path)

@@ -1,0 +1,92 @@
+"""ONNX preparation on real models: dynamic batch rewrite, its verification, folding."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model
+
+from tritonctl.convert import onnx_prep
+from tritonctl.convert.errors import BuildError
+from tritonctl.convert.prepare import prepare_onnx
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _dims(value_info):
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+def test_fixed_batch_is_detected_only_when_every_tensor_pins_it(tmp_path):
+    assert onnx_prep.has_fixed_batch_of_one(onnx.load(fixed_batch_reshape(tmp_path / "a.onnx")))
+    assert not onnx_prep.has_fixed_batch_of_one(onnx.load(sequence_model(tmp_path / "b.onnx")))
+
+
+def test_rewrite_frees_io_and_the_hard_coded_reshape(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    result = onnx_prep.make_batch_dynamic(model)
+    assert result.changes == ["input 'x': first dimension 1 -> 'batch'", "output 'y': first dimension 1 -> 'batch'",
+                              "Reshape 'flatten': target [1, 12] -> [-1, 12]"]
+    assert _dims(result.model.graph.input[0]) == ["batch", 3, 4]
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((5, 3, 4)).astype(np.float32)
+    original = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rows = np.concatenate([original.run(None, {"x": x[i:i + 1]})[0] for i in range(5)])
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], rows, rtol=1e-5, atol=1e-6)
+    assert len(model.graph.initializer) == 4  # the input model is left alone
+
+
+def test_reshape_with_minus_one_gets_a_zero(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    target = next(t for t in model.graph.initializer if t.name == "target")
+    target.CopyFrom(onnx.numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "target"))
+    assert onnx_prep.make_batch_dynamic(model).changes[-1] == "Reshape 'flatten': target [1, -1] -> [0, -1]"
+
+
+def test_prepare_verifies_rows_and_folds_constants(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    prepared = prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    assert prepared.fixed_batch_source and len(prepared.batch_rewrite) == 3
+    assert prepared.folded == 1  # two + three
+    assert [n.op_type for n in prepared.model.graph.node] == ["Reshape", "MatMul", "Mul"]
+    assert {t.name for t in prepared.model.graph.initializer} == {"W", "target__dynamic_batch_1", "five"}
+    assert prepared.io.inputs[0].dims == (-1, 3, 4)
+    assert (tmp_path / "out.onnx").is_file()
+
+
+def test_prepare_keeps_batch_one_when_batching_is_not_wanted(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    prepared = prepare_onnx(model, tmp_path / "out.onnx", want_batch=False, shapes=[], seed=0)
+    assert not prepared.batch_rewrite and prepared.io.inputs[0].dims == (1, 3, 4)
+
+
+def test_a_batch_no_rewrite_can_free_is_refused_with_what_was_tried(tmp_path):
+    model = onnx.load(fixed_batch_concat(tmp_path / "m.onnx"))
+    with pytest.raises(BuildError) as error:
+        prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    message = str(error.value)
+    assert "fixed batch of 1" in message and "input 'x': first dimension 1 -> 'batch'" in message
+    assert "--max-batch-size 0" in message
+
+
+def test_folding_leaves_random_ops_and_graph_inputs_alone():
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("RandomUniform", [], ["r"], shape=[2], dtype=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    folded = onnx_prep.fold_constants(helper.make_model(graph))
+    assert folded.folded == 0 and [n.op_type for n in folded.model.graph.node] == ["RandomUniform", "Add"]
+    assert [v.name for v in folded.model.graph.input] == ["x"]
+
+
+def test_checker_failure_is_a_build_error():
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Add", ["x", "missing"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(BuildError, match="onnx.checker"):
+        onnx_prep.check_and_infer(helper.make_model(graph))

@@ -1,0 +1,105 @@
+"""Write the built model into the repository: model file, config.pbtxt through repo_schema,
+build.json, and a tritonctl validate pass over the result."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonctl.convert import manifest
+from tritonctl.convert.errors import BuildError
+from tritonctl.convert.options import BuildOptions
+from tritonctl.repo_schema.generate import GeneratedConfig, GenerateError, GenerateOptions, config_from_model_io
+from tritonctl.repo_schema.modelfiles import ModelIO
+
+
+@dataclass
+class WrittenBuild:
+    model_dir: Path
+    config_path: Path
+    model_path: Path
+    manifest: dict
+
+
+@dataclass
+class BuiltConfig(GeneratedConfig):
+    """A generated config whose header names the build's source."""
+
+    source: str = field(default="")
+
+    def text(self, source: Path | None = None) -> str:
+        from tritonctl.repo_schema.writer import to_pbtxt
+
+        return to_pbtxt(self.config, header=f"Built by tritonctl build from {self.source}")
+
+
+def build_config(options: BuildOptions, io: ModelIO, max_batch: int) -> BuiltConfig:
+    """config.pbtxt content: tensors from the built model, batching and instances from flags;
+    plans run on KIND_GPU unless --kind says otherwise."""
+    backend = "tensorrt" if options.format == "plan" else "onnxruntime"
+    kind = options.kind or ("gpu" if backend == "tensorrt" else None)
+    generate_options = GenerateOptions(
+        name=options.name, backend=backend, max_batch_size=max_batch, dynamic_batching=options.dynamic_batching,
+        preferred_batch_sizes=list(options.preferred_batch_sizes), max_queue_delay_us=options.max_queue_delay_us,
+        instances=options.instances, kind=kind)
+    try:
+        generated = config_from_model_io(io, backend, options.name, generate_options, engine_max=max_batch)
+    except GenerateError as exc:
+        raise BuildError(str(exc)) from None
+    return BuiltConfig(generated.config, generated.backend, generated.notes, Path(options.source).name)
+
+
+def _owned(version_dir: Path, config_path: Path) -> bool:
+    """The files in place are exactly what an earlier tritonctl build wrote."""
+    earlier = manifest.read_manifest(version_dir)
+    if not earlier or not config_path.is_file():
+        return False
+    model = version_dir / str(earlier.get("model", {}).get("file", ""))
+    return (model.is_file() and manifest.file_sha256(model) == earlier["model"].get("sha256")
+            and manifest.file_sha256(config_path) == earlier.get("config_sha256"))
+
+
+def write_entry(options: BuildOptions, io: ModelIO, result: Path, max_batch: int, work: Path, info: dict,
+                reporter) -> WrittenBuild:
+    from tritonctl.repo_schema.generate import write_model_entry
+    from tritonctl.repo_schema.validate import validate_paths
+
+    if options.format == "plan":  # the engine itself is the authority on its tensors and batch limit
+        from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io
+
+        io = read_plan_io(result)
+    config = build_config(options, io, max_batch)
+    for note in config.notes:
+        reporter.note(note)
+    model_dir = options.repo / options.name
+    version_dir = model_dir / str(options.version)
+    config_path = model_dir / "config.pbtxt"
+    target = version_dir / config.filename
+    if _owned(version_dir, config_path):
+        for path in (target, config_path, version_dir / manifest.MANIFEST_NAME):
+            path.unlink(missing_ok=True)
+    else:
+        clashes = [p for p in (config_path, target) if p.exists()]
+        if clashes and not options.force:
+            raise BuildError(f"{' and '.join(map(str, clashes))} already exist and were not written by this "
+                             "tool's last build; pass --force to replace them (the old files are kept as .bak)")
+    try:
+        entry = write_model_entry(config, result, options.repo, options.version, copy=True, force=options.force)
+    except GenerateError as exc:
+        raise BuildError(str(exc)) from None
+    for backup in entry.backups:
+        reporter.note(f"kept the previous file as {backup}")
+    calibration_cache = work / "calibration.cache"
+    if calibration_cache.is_file():
+        shutil.copy2(calibration_cache, version_dir / "calibration.cache")
+    info["model"] = {"file": target.name, "format": options.format, "bytes": target.stat().st_size,
+                     "sha256": manifest.file_sha256(target)}
+    info["config_sha256"] = manifest.file_sha256(config_path)
+    manifest.write_manifest(version_dir, info)
+    report = validate_paths([model_dir])
+    for diagnostic in report.diagnostics:
+        reporter.note(f"validate: {diagnostic.severity.value}[{diagnostic.code}] {diagnostic.message}")
+    if report.errors:
+        raise BuildError(f"the written entry {model_dir} has {report.errors} error(s) under tritonctl validate")
+    return WrittenBuild(model_dir, config_path, target, info)

@@ -1,0 +1,301 @@
+"""``build``: source -> prepared ONNX -> (TensorRT plan) -> accuracy check -> repository entry.
+
+Each stage is timed and announced to a Reporter, which the CLI turns into a progress
+display; library callers and tests can pass none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from tritonctl.convert import accuracy, calibration, manifest
+from tritonctl.convert.errors import BuildError
+from tritonctl.convert.options import DEFAULT_MAX_BATCH_SIZE, BuildOptions, source_kind
+from tritonctl.convert.prepare import PreparedOnnx, batchable, prepare_onnx, specs_for
+from tritonctl.convert.tensorrt_build import ProgressEvent
+
+
+class Reporter:
+    """Receives what a build does. The base class records it; the CLI draws it."""
+
+    def __init__(self) -> None:
+        self.stages: list[str] = []
+        self.notes: list[str] = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.stages.append(name)
+        yield
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def engine_progress(self, event: ProgressEvent) -> None:
+        """TensorRT's builder phases while the engine is built."""
+
+    def accuracy(self, report: accuracy.AccuracyReport) -> None:
+        """The per-output comparison, before the build stops on a failure."""
+
+
+@dataclass
+class BuildResult:
+    model_dir: Path
+    config_path: Path
+    model_path: Path
+    manifest: dict
+    reused: bool = False
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> dict | None:
+        return self.manifest.get("accuracy")
+
+
+@dataclass
+class _Source:
+    kind: str
+    digest: str
+    onnx_model: object = None  # ONNX sources
+    torch: object = None  # TorchSource
+
+
+class _Timer:
+    def __init__(self, reporter: Reporter):
+        self.reporter, self.seconds = reporter, {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        with self.reporter.stage(name):
+            yield
+        self.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResult:
+    reporter = reporter or Reporter()
+    options.validate()
+    kind = _preflight(options)
+    timer = _Timer(reporter)
+    with timer.stage("load source"):
+        source = _load(kind, options)
+    versions = manifest.tool_versions()
+    gpu = None
+    if options.format == "plan":
+        from tritonctl.convert.tensorrt_build import gpu_names
+
+        gpu = gpu_names()[0]
+        versions["gpu"] = gpu
+    key_options = options.key_options()
+    if options.calibration_data is not None:
+        key_options["calibration_data_sha256"] = calibration.digest(options.calibration_data)
+    key = manifest.cache_key(source.digest, key_options, versions)
+    model_dir = options.repo / options.name
+    version_dir = model_dir / str(options.version)
+    previous = manifest.reusable(version_dir, model_dir / "config.pbtxt", key)
+    if previous is not None:
+        reporter.note(f"{version_dir / previous['model']['file']} is up to date (same source, options and "
+                      "tool versions as its build.json); nothing rebuilt")
+        return BuildResult(model_dir, model_dir / "config.pbtxt", version_dir / previous["model"]["file"],
+                           previous, reused=True, stage_seconds=timer.seconds)
+    with tempfile.TemporaryDirectory(prefix="tritonctl-build-") as tmp:
+        work = Path(tmp)
+        record = {"exporter": None}
+        if source.torch is not None:
+            with timer.stage("export to ONNX"):
+                source.onnx_model = _export(source.torch, options, work, record)
+        want_batch = options.max_batch_size != 0
+        with timer.stage("prepare ONNX"):
+            prepared = prepare_onnx(source.onnx_model, work / "model.onnx", want_batch, options.shapes, options.seed)
+        for change in prepared.batch_rewrite:
+            reporter.note(f"dynamic batch: {change}")
+        if prepared.batch_rewrite:
+            reporter.note("dynamic batch: verified row by row against the original model")
+        max_batch = _max_batch(options, prepared)
+        result_path, profile = prepared.path, None
+        if options.format == "plan":
+            with timer.stage("build TensorRT engine"):
+                result_path, profile = _build_plan(options, prepared, max_batch, work, reporter)
+        report = None
+        if options.check:
+            with timer.stage("check accuracy"):
+                report = _check(options, source, prepared, result_path, max_batch)
+            reporter.accuracy(report)
+            if not report.passed:
+                failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})"
+                                   for o in report.failures())
+                raise BuildError(f"accuracy check failed for output(s) {failed} with atol {report.atol:g}, "
+                                 f"rtol {report.rtol:g}; nothing was written. Loosen --atol/--rtol if the "
+                                 "differences are expected, or build with --no-check to skip the check")
+        with timer.stage("write repository entry"):
+            from tritonctl.convert.entry import write_entry
+
+            info = {
+                "schema": manifest.SCHEMA_VERSION, "tool": "tritonctl build",
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "cache_key": key,
+                "source": {"path": options.source, "kind": source.kind, "sha256": source.digest},
+                "options": key_options, "versions": versions, "gpu": gpu,
+                "preparation": {"exporter": record["exporter"], "batch_rewrite": prepared.batch_rewrite,
+                                "folded_nodes": prepared.folded},
+                "max_batch_size": max_batch,
+                "profile": {n: {"min": list(s.min), "opt": list(s.opt), "max": list(s.max)}
+                            for n, s in (profile or {}).items()} or None,
+                "accuracy": report.as_dict() if report else {"skipped": True},
+            }
+            info["stages_s"] = dict(timer.seconds)
+            written = write_entry(options, prepared.io, result_path, max_batch, work, info, reporter)
+    return BuildResult(written.model_dir, written.config_path, written.model_path, written.manifest,
+                       stage_seconds=timer.seconds)
+
+
+def _preflight(options: BuildOptions) -> str:
+    """Everything that can be known to fail, before any work is done."""
+    if options.format == "plan":
+        from tritonctl.convert.tensorrt_build import plan_unavailable
+
+        missing = plan_unavailable()
+        if missing:
+            raise BuildError(missing)
+    kind = source_kind(options.source)
+    if kind != "onnx":
+        from tritonctl.convert.torch_export import require_torch
+
+        require_torch()
+    elif options.inputs or options.output_names:
+        raise BuildError("--input and --output describe PyTorch sources; an ONNX file names its own tensors")
+    if options.check or kind == "onnx":
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            raise BuildError("tritonctl build checks models with onnxruntime, which is not installed; install it "
+                             "with pip install 'tritonctl[serve]'") from None
+    if options.timing_cache is not None and options.timing_cache.is_dir():
+        raise BuildError(f"--timing-cache {options.timing_cache} is a directory; give a file path")
+    if options.calibration_data is not None:
+        calibration.calibration_files(options.calibration_data)
+    return kind
+
+
+def _load(kind: str, options: BuildOptions) -> _Source:
+    if kind == "onnx":
+        import onnx
+
+        data = Path(options.source).read_bytes()
+        try:
+            model = onnx.load_from_string(data)
+        except Exception as exc:
+            raise BuildError(f"{options.source} is not a valid ONNX model: {exc}") from None
+        if model.graph.initializer and any(t.data_location == 1 for t in model.graph.initializer):
+            onnx.load_external_data_for_model(model, str(Path(options.source).parent))
+        return _Source(kind, hashlib.sha256(data).hexdigest(), onnx_model=model)
+    from tritonctl.convert.torch_export import load_torch_source
+
+    torch_source = load_torch_source(kind, options.source, options.inputs)
+    return _Source(kind, torch_source.digest, torch=torch_source)
+
+
+def _torch_specs(torch_source, batch: int | None, options: BuildOptions) -> list:
+    """Example-input specs for a PyTorch source (batch None: its inputs have no batch axis)."""
+    from tritonctl.repo_schema.modelfiles import ModelIO, TensorInfo
+
+    numpy_to_triton = {v: k for k, v in accuracy.NUMPY_DTYPES.items() if k != "TYPE_BF16"}
+    infos = [TensorInfo(s.name, numpy_to_triton.get(s.dtype, ""), ((-1,) if batch else ()) + s.dims, s.dtype)
+             for s in torch_source.inputs]
+    return specs_for(ModelIO(inputs=infos), batch or 0, options.shapes)
+
+
+def _export(torch_source, options: BuildOptions, work: Path, record: dict):
+    import onnx
+
+    from tritonctl.convert.torch_export import export_onnx, run_torch
+
+    batch = 2 if torch_source.batch_dynamic else None
+    arrays = accuracy.random_inputs(_torch_specs(torch_source, batch, options), options.seed)
+    outputs = run_torch(torch_source, arrays)
+    names = options.output_names or (["output"] if len(outputs) == 1 else [f"output{i}" for i in range(len(outputs))])
+    if len(names) != len(outputs):
+        raise BuildError(f"the model returns {len(outputs)} output(s), but {len(names)} --output name(s) were given")
+    path = work / "exported.onnx"
+    record["exporter"] = export_onnx(torch_source, arrays, names, path, options.opset)
+    return onnx.load(str(path))
+
+
+def _max_batch(options: BuildOptions, prepared: PreparedOnnx) -> int:
+    can_batch = batchable(prepared.io)
+    if options.max_batch_size is None:
+        return DEFAULT_MAX_BATCH_SIZE if can_batch else 0
+    if options.max_batch_size and not can_batch:
+        blocker = next(t for t in [*prepared.io.inputs, *prepared.io.outputs] if not t.dims or t.dims[0] != -1)
+        raise BuildError(f"--max-batch-size {options.max_batch_size} needs a model that batches, but "
+                         f"'{blocker.name}' has shape {list(blocker.dims)} (its first dimension is not variable); "
+                         "re-export it with a dynamic batch axis, or use --max-batch-size 0")
+    return options.max_batch_size
+
+
+def _dtypes(io) -> dict[str, str]:
+    return {t.name: accuracy.NUMPY_DTYPES.get(t.data_type, "float32") for t in io.inputs}
+
+
+def _build_plan(options: BuildOptions, prepared: PreparedOnnx, max_batch: int, work: Path, reporter: Reporter):
+    from tritonctl.convert.profiles import compute_profile
+    from tritonctl.convert.tensorrt_build import build_engine, has_qdq, precision_flags
+
+    profile = compute_profile(prepared.io.inputs, max_batch, options.opt_batch_size, options.shapes)
+    flags = precision_flags(options.precision, has_qdq(prepared.model), options.calibration_data is not None)
+    batches = None
+    cache = None
+    if options.precision == "int8" and options.calibration_data is not None:
+        batches = calibration.load_batches(options.calibration_data, [t.name for t in prepared.io.inputs],
+                                           max_batch, _dtypes(prepared.io))
+        cache = work / "calibration.cache"
+        earlier = options.repo / options.name / str(options.version) / "calibration.cache"
+        if earlier.is_file():
+            shutil.copy2(earlier, cache)
+            reporter.note(f"INT8: reusing the calibration cache {earlier}")
+    if options.timing_cache is not None:
+        state = "reusing" if options.timing_cache.is_file() else "creating"
+        reporter.note(f"timing cache: {state} {options.timing_cache}")
+    plan = work / "model.plan"
+    build_engine(prepared.path, plan, profile, flags, batches, cache, options.workspace_mib, options.timing_cache,
+                 reporter.engine_progress)
+    return plan, profile
+
+
+def _check(options: BuildOptions, source: _Source, prepared: PreparedOnnx, result_path: Path,
+           max_batch: int) -> accuracy.AccuracyReport:
+    atol, rtol = options.tolerances
+    names = [t.name for t in prepared.io.outputs]
+    if options.calibration_data is not None:
+        batches = calibration.load_batches(options.calibration_data, [t.name for t in prepared.io.inputs],
+                                           max_batch, _dtypes(prepared.io))[:8]
+        described = f"--calibration-data {options.calibration_data} ({len(batches)} batch(es))"
+    else:
+        sizes = sorted({1, min(max_batch, 8)}) if max_batch else [0]
+        batches = [accuracy.random_inputs(specs_for(prepared.io, b, options.shapes), options.seed + i)
+                   for i, b in enumerate(sizes)]
+        described = "random: floats in [-1, 1), integers in {0, 1}; batch sizes " + ", ".join(map(str, sizes))
+    if source.torch is not None:
+        from tritonctl.convert.torch_export import run_torch
+
+        reference = lambda arrays: run_torch(source.torch, arrays)  # noqa: E731
+        if not source.torch.batch_dynamic:
+            reference = accuracy.rowwise(reference)
+    else:
+        reference = accuracy.onnx_runner(source.onnx_model)
+        if prepared.fixed_batch_source:
+            reference = accuracy.rowwise(reference)
+    if options.format == "plan":
+        from tritonctl.convert.tensorrt_build import PlanRunner
+
+        with PlanRunner(result_path, names) as runner:
+            return accuracy.check_accuracy(names, reference, runner, batches, atol, rtol, described)
+    return accuracy.check_accuracy(names, reference, accuracy.onnx_runner(result_path), batches, atol, rtol,
+                                   described)

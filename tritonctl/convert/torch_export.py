@@ -1,0 +1,200 @@
+"""PyTorch sources -> ONNX: load a ``module:function``, TorchScript or ``torch.export``
+``.pt2`` model, run it for reference outputs, export it with a dynamic batch axis.
+
+torch is imported inside the functions, so the rest of tritonctl never pays for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import logging
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonctl.convert.errors import BuildError
+from tritonctl.convert.spec import InputSpec
+
+TORCH_EXTRA = "pip install 'tritonctl[torch]'"
+
+
+def require_torch():
+    try:
+        import torch
+    except ImportError:
+        raise BuildError(f"this source needs PyTorch, which is not installed; install it with {TORCH_EXTRA}") from None
+    return torch
+
+
+@dataclass
+class TorchSource:
+    kind: str  # "module", "torchscript" or "exported"
+    model: Any  # nn.Module, ScriptModule or ExportedProgram
+    inputs: list[InputSpec]
+    digest: str  # sha256 over the code and the weights
+    batch_dynamic: bool = True  # False when a .pt2 was exported with a fixed first dimension
+    notes: list[str] = field(default_factory=list)
+
+    def callable(self):
+        return self.model.module() if self.kind == "exported" else self.model
+
+
+def load_function(target: str):
+    """``pkg.module:function`` or ``path/to/file.py:function`` -> (function, module file)."""
+    module_name, _, function_name = target.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            spec = importlib.util.spec_from_file_location(f"tritonctl_build_{path.stem}", path)
+            if spec is None or not path.is_file():
+                raise BuildError(f"{module_name} does not exist")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise BuildError(f"{module_name} has no function '{function_name}'")
+    return function, Path(getattr(module, "__file__", "") or "")
+
+
+def _state_digest(torch, module, code: bytes) -> str:
+    digest = hashlib.sha256(code)
+    for key, tensor in sorted(module.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def load_torch_source(kind: str, source: str, inputs: list[InputSpec]) -> TorchSource:
+    torch = require_torch()
+    if kind == "module":
+        function, module_file = load_function(source)
+        try:
+            model = function()
+        except Exception as exc:
+            raise BuildError(f"{source}() raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(model, torch.nn.Module):
+            raise BuildError(f"{source}() returned {type(model).__name__}, not a torch.nn.Module")
+        code = module_file.read_bytes() if module_file.is_file() else b""
+        _need_inputs(inputs, source)
+        return TorchSource("module", model.eval(), inputs, _state_digest(torch, model, code + source.encode()))
+    path = Path(source)
+    data = path.read_bytes()
+    if kind == "exported":
+        try:
+            program = torch.export.load(str(path))
+        except Exception as exc:
+            raise BuildError(f"cannot load {path.name} with torch.export.load: {exc}") from None
+        specs, batch_dynamic = _exported_inputs(torch, program)
+        if inputs:
+            if len(inputs) != len(specs):
+                raise BuildError(f"{path.name} takes {len(specs)} input(s), but {len(inputs)} --input were given")
+            specs = [InputSpec(given.name, spec.dtype, spec.dims) for given, spec in zip(inputs, specs)]
+        return TorchSource("exported", program, specs, hashlib.sha256(data).hexdigest(), batch_dynamic)
+    try:
+        model = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:
+        raise BuildError(f"cannot load {path.name} as TorchScript (torch.jit.load): {exc}") from None
+    _need_inputs(inputs, path.name)
+    return TorchSource("torchscript", model.eval(), inputs, hashlib.sha256(data).hexdigest())
+
+
+def _need_inputs(inputs: list[InputSpec], what: str) -> None:
+    if not inputs:
+        raise BuildError(f"{what} does not record its input shapes; describe each input with --input "
+                         "NAME:DTYPE:DIMS, e.g. --input image:fp32:3x224x224 (dims without the batch dimension)")
+
+
+def _exported_inputs(torch, program) -> tuple[list[InputSpec], bool]:
+    """The program's inputs; dims leave out a dynamic batch axis, or are the full shapes
+    when any input has a fixed first dimension (the model then takes one fixed batch)."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    shapes = []
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        value = node.meta.get("val")
+        if value is None or not hasattr(value, "shape"):
+            raise BuildError(f"input '{node.name}' of the exported program is not a tensor")
+        dims = tuple(-1 if isinstance(d, torch.SymInt) else int(d) for d in value.shape)
+        shapes.append((node.name, str(value.dtype).removeprefix("torch."), dims))
+    batch_dynamic = all(dims and dims[0] == -1 for _, _, dims in shapes)
+    return [InputSpec(name, dtype, dims[1:] if batch_dynamic else dims) for name, dtype, dims in shapes], batch_dynamic
+
+
+def example_tensors(source: TorchSource, arrays: dict) -> tuple:
+    torch = require_torch()
+    return tuple(torch.from_numpy(arrays[spec.name]) for spec in source.inputs)
+
+
+def run_torch(source: TorchSource, arrays: dict) -> list:
+    """Reference outputs of the PyTorch model, as numpy arrays in output order."""
+    torch = require_torch()
+    with torch.no_grad():
+        result = source.callable()(*example_tensors(source, arrays))
+    flat = list(result) if isinstance(result, (tuple, list)) else [result]
+    if not all(isinstance(t, torch.Tensor) for t in flat):
+        raise BuildError("the model must return a tensor or a tuple of tensors")
+    return [t.detach().cpu().numpy() for t in flat]
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir", "torch.export")]
+    levels = [log.level for log in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for log in loggers:
+            log.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for log, level in zip(loggers, levels):
+                log.setLevel(level)
+
+
+def export_onnx(source: TorchSource, arrays: dict, output_names: list[str], path: Path, opset: int) -> str:
+    """Write ``path``; returns which exporter ran. Axis 0 of every input is dynamic,
+    as is every dim given as -1 in --input; TorchScript goes through the TorchScript
+    exporter, the rest through torch.export (the default exporter in PyTorch 2.9+)."""
+    torch = require_torch()
+    names = [spec.name for spec in source.inputs]
+    args = example_tensors(source, arrays)
+    try:
+        with _quiet_exporter():
+            if source.kind == "torchscript":
+                axes = {spec.name: {0: "batch", **{i + 1: f"{spec.name}_{i + 1}" for i, d in enumerate(spec.dims)
+                                                   if d == -1}} for spec in source.inputs}
+                axes.update({name: {0: "batch"} for name in output_names})
+                torch.onnx.export(source.model, args, str(path), input_names=names, output_names=output_names,
+                                  dynamic_axes=axes, opset_version=opset, dynamo=False)
+                return f"torch.onnx.export (TorchScript), opset {opset}"
+            if source.kind == "exported":
+                torch.onnx.export(source.model, (), str(path), input_names=names, output_names=output_names,
+                                  opset_version=opset, dynamo=True, external_data=False, verbose=False)
+                return f"torch.onnx.export (ExportedProgram), opset {opset}"
+            dynamic = torch.export.Dim.DYNAMIC
+            shapes = tuple({0: dynamic, **{i + 1: dynamic for i, d in enumerate(spec.dims) if d == -1}}
+                           for spec in source.inputs)
+            torch.onnx.export(source.model, args, str(path), input_names=names, output_names=output_names,
+                              dynamic_shapes=shapes, opset_version=opset, dynamo=True, external_data=False,
+                              verbose=False)
+            return f"torch.onnx.export (torch.export, dynamic shapes), opset {opset}"
+    except BuildError:
+        raise
+    except Exception as exc:
+        if "onnxscript" in str(exc):
+            raise BuildError(f"the ONNX exporter needs onnxscript; install it with {TORCH_EXTRA}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BuildError(f"torch.onnx.export failed: {first}") from None
