@@ -227,3 +227,11 @@ def test_pure_json_request_with_nested_data_and_one_output(served):
     assert status == 200
     assert json.loads(body) == {"id": "json-only", "model_name": "add_sub", "model_version": "1", "outputs": [
         {"name": "OUTPUT1", "datatype": "FP32", "shape": [1, 4], "data": [0.0, 1.0, 2.0, 3.0]}]}
+
+
+def test_file_overrides_are_refused_not_ignored(client):
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("unloadable", config=json.dumps({"backend": "onnxruntime"}),
+                          files={"file:1/model.onnx": b"\0"})
+    assert caught.value.status() == "501" and "'file:'" in caught.value.message()
+    assert client.is_model_ready("unloadable")

@@ -49,7 +49,8 @@ def session_options(config):
     if "execution_mode" in params:
         mode = parse_int(params["execution_mode"], "execution_mode")
         if mode not in (0, 1):
-            raise BackendLoadError("Invalid configuration value provided. Expected values for execution_mode are 0 or 1")
+            raise BackendLoadError(
+                "Invalid configuration value provided. Expected values for execution_mode are 0 or 1")
         options.execution_mode = ort.ExecutionMode.ORT_PARALLEL if mode else ort.ExecutionMode.ORT_SEQUENTIAL
     if "enable_mem_arena" in params:
         options.enable_cpu_mem_arena = parse_bool(params["enable_mem_arena"], "enable_mem_arena")
@@ -114,7 +115,8 @@ class OnnxRuntimeBackend(Backend):
         except BackendLoadError:
             raise
         except Exception as exc:
-            raise BackendLoadError(f"onnxruntime could not load '{path.name}' for model '{config.name}': {exc}") from None
+            raise BackendLoadError(
+                f"onnxruntime could not load '{path.name}' for model '{config.name}': {exc}") from None
         self._check_io()
 
     def _check_io(self) -> None:

@@ -123,6 +123,23 @@ class ModelManager:
         if entry.error or failures:
             raise invalid_arg(f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures])))
 
+    def load_from_api(self, name: str, parameters: dict) -> None:
+        """The repository API's load: explicit mode only, an optional ``config`` JSON override."""
+        if self.control_mode != "explicit":
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        if any(key.startswith("file:") for key in parameters):
+            if "config" not in parameters:
+                raise invalid_arg(f"failed to load '{name}', 'file:' parameters need a 'config' parameter too")
+            raise ServeError(Status.UNSUPPORTED, f"failed to load '{name}': 'file:' model file overrides are not "
+                                                 "supported by tritonctl serve yet")
+        config = parameters.get("config")
+        self.load(name, config.decode() if isinstance(config, bytes) else config)
+
+    def unload_from_api(self, name: str) -> None:
+        if self.control_mode != "explicit":
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        self.unload(name)
+
     def _install(self, name: str, entry: ModelEntry, old: ModelEntry | None) -> None:
         self.models[name] = entry
         if old is None:

@@ -79,16 +79,13 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def _repository_action(self, action: str, request, context):
         manager = self.server.manager
+        loop = asyncio.get_running_loop()
         try:
-            if manager.control_mode != "explicit":
-                raise ServeError(Status.UNAVAILABLE,
-                                 "explicit model load / unload is not allowed if polling is enabled")
-            params = {k: parameter_value(v) for k, v in request.parameters.items()}
-            loop = asyncio.get_running_loop()
             if action == "load":
-                await loop.run_in_executor(None, manager.load, request.model_name, params.get("config"))
+                params = {k: parameter_value(v) for k, v in request.parameters.items()}
+                await loop.run_in_executor(None, manager.load_from_api, request.model_name, params)
             else:
-                await loop.run_in_executor(None, manager.unload, request.model_name)
+                await loop.run_in_executor(None, manager.unload_from_api, request.model_name)
         except ServeError as exc:
             await _abort(context, exc)
 

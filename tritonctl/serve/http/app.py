@@ -199,16 +199,11 @@ class HttpApp:
 
     async def repository_action(self, action: str, name: str, params: dict) -> None:
         manager = self.server.manager
-        if manager.control_mode != "explicit":
-            raise ServeError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-        if any(key.startswith("file:") for key in params) and "config" not in params:
-            raise invalid_arg("failed to load '" + name + "', failed to find the 'config' parameter that must "
-                              "accompany 'file:' parameters")
         loop = asyncio.get_running_loop()
         if action == "load":
-            await loop.run_in_executor(None, manager.load, name, params.get("config"))
+            await loop.run_in_executor(None, manager.load_from_api, name, params)
         else:
-            await loop.run_in_executor(None, manager.unload, name)
+            await loop.run_in_executor(None, manager.unload_from_api, name)
 
     async def logging(self, method: str, scope, receive) -> Reply:
         settings = self.server.log_settings
