@@ -1,7 +1,7 @@
-"""ONNX preparation: checker and shape inference, a dynamic batch dimension for models
-exported with a fixed batch of 1 (constant Reshape targets included), constant folding.
+"""ONNX preparation: a dynamic batch dimension for models exported with a fixed batch of 1
+(constant Reshape targets included), constant folding, checker and shape inference.
 
-Every step takes and returns an ``onnx.ModelProto``; none touches files.
+Each step takes an ``onnx.ModelProto`` and returns a new one; only ``save_checked`` writes.
 """
 
 from __future__ import annotations
@@ -23,18 +23,32 @@ class Prepared:
     folded: int = 0  # nodes replaced by constants
 
 
-def check_and_infer(model):
-    """onnx's checker, then shape inference (which fills value_info for every tensor it can)."""
+def check(model) -> None:
+    """onnx's checker; raises BuildError with its first line."""
     import onnx
 
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
         raise BuildError(f"the ONNX model fails onnx.checker: {str(exc).strip().splitlines()[0]}") from None
+
+
+def save_checked(model, path) -> object:
+    """Save ``model`` to ``path``, run the checker and shape inference on the file (onnx's
+    C++ reads it directly: no Python-side serialization of large weights), and return the
+    inferred model as written."""
+    import onnx
+
+    onnx.save(model, str(path))
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
+        onnx.checker.check_model(str(path))
+    except Exception as exc:
+        raise BuildError(f"the ONNX model fails onnx.checker: {str(exc).strip().splitlines()[0]}") from None
+    try:
+        onnx.shape_inference.infer_shapes_path(str(path), str(path), check_type=True, data_prop=True)
     except Exception as exc:
         raise BuildError(f"ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+    return onnx.load(str(path))
 
 
 def _graph_io(model):

@@ -83,22 +83,20 @@ def _io_of(model, read_onnx_io) -> ModelIO:
 
 def prepare_onnx(model, path: Path, want_batch: bool, shapes: list[ShapeSpec], seed: int,
                  verify: bool = True) -> PreparedOnnx:
-    """checker + shape inference, dynamic batch when the model pins it to 1 (verified row by
-    row), constant folding; the result is checked again and saved to ``path``."""
-    import onnx
-
+    """Dynamic batch when the model pins it to 1 (verified row by row), constant folding,
+    then onnx's checker and shape inference on the result, saved to ``path``."""
     from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
-    inferred = onnx_prep.check_and_infer(model)
     changes: list[str] = []
-    fixed = want_batch and onnx_prep.has_fixed_batch_of_one(inferred)
+    fixed = want_batch and onnx_prep.has_fixed_batch_of_one(model)
+    source = model
     if fixed:
+        onnx_prep.check(model)  # a broken source is reported as such, not as a failed rewrite
         rewritten = onnx_prep.make_batch_dynamic(model)
         changes = rewritten.changes
-        inferred = onnx_prep.check_and_infer(rewritten.model)
         if verify:
-            verify_rows(model, inferred, changes, shapes, seed)
-    folded = onnx_prep.fold_constants(inferred)
-    final = onnx_prep.check_and_infer(folded.model)
-    onnx.save(final, str(path))
+            verify_rows(model, rewritten.model, changes, shapes, seed)
+        source = rewritten.model
+    folded = onnx_prep.fold_constants(source)
+    final = onnx_prep.save_checked(folded.model, path)  # once, at the end, on the file
     return PreparedOnnx(path, read_onnx_io(path), final, changes, folded.folded, fixed)

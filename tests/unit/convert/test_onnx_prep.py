@@ -44,6 +44,13 @@ def test_reshape_with_minus_one_gets_a_zero(tmp_path):
     assert onnx_prep.make_batch_dynamic(model).changes[-1] == "Reshape 'flatten': target [1, -1] -> [0, -1]"
 
 
+def test_saved_model_carries_inferred_shapes(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    saved = onnx_prep.save_checked(model, tmp_path / "checked.onnx")
+    shapes = {v.name: _dims(v) for v in saved.graph.value_info}
+    assert shapes["flat"] == [1, 12] and shapes["m"] == [1, 4]
+
+
 def test_prepare_verifies_rows_and_folds_constants(tmp_path):
     model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
     prepared = prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
@@ -82,11 +89,11 @@ def test_folding_leaves_random_ops_and_graph_inputs_alone():
     assert [v.name for v in folded.model.graph.input] == ["x"]
 
 
-def test_checker_failure_is_a_build_error():
+def test_checker_failure_is_a_build_error(tmp_path):
     from onnx import TensorProto, helper
 
     graph = helper.make_graph([helper.make_node("Add", ["x", "missing"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     with pytest.raises(BuildError, match="onnx.checker"):
-        onnx_prep.check_and_infer(helper.make_model(graph))
+        onnx_prep.save_checked(helper.make_model(graph), tmp_path / "broken.onnx")
