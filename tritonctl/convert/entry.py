@@ -43,8 +43,9 @@ def build_config(options: BuildOptions, io: ModelIO, max_batch: int) -> BuiltCon
         name=options.name, backend=backend, max_batch_size=max_batch, dynamic_batching=options.dynamic_batching,
         preferred_batch_sizes=list(options.preferred_batch_sizes), max_queue_delay_us=options.max_queue_delay_us,
         instances=options.instances, kind=kind)
+    engine_max = getattr(io, "max_batch", max_batch)  # a PlanIO knows its engine's profile limit
     try:
-        generated = config_from_model_io(io, backend, options.name, generate_options, engine_max=max_batch)
+        generated = config_from_model_io(io, backend, options.name, generate_options, engine_max=engine_max)
     except GenerateError as exc:
         raise BuildError(str(exc)) from None
     return BuiltConfig(generated.config, generated.backend, generated.notes, Path(options.source).name)
