@@ -1,0 +1,48 @@
+"""The load generator keeps exactly N requests in flight, or sends on schedule."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tritonctl.analyzer.loadgen import LoadGenerator
+
+
+def test_concurrency_keeps_n_in_flight_and_drains_on_stop():
+    in_flight, peak = 0, 0
+
+    async def send(request):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.002)
+        in_flight -= 1
+
+    async def scenario():
+        generator = LoadGenerator(send, ["a", "b"])
+        generator.start_concurrency(3)
+        await asyncio.wait_for(generator.state.wait_for_count(30).wait(), 5)
+        await generator.stop()
+        return generator.state
+
+    state = asyncio.run(scenario())
+    assert peak == 3 and in_flight == 0
+    assert state.sent == len(state.completions) >= 30
+
+
+def test_request_rate_sends_at_the_rate_and_records_failures():
+    async def send(request):
+        if request == "bad":
+            raise RuntimeError("model said no\nsecond line")
+
+    async def scenario(distribution):
+        generator = LoadGenerator(send, ["good", "bad"])
+        generator.start_request_rate(200, distribution)
+        await asyncio.sleep(0.5)
+        await generator.stop()
+        return generator.state
+
+    for distribution in ("constant", "poisson"):
+        state = asyncio.run(scenario(distribution))
+        assert 50 <= state.sent <= 130, state.sent
+        assert sum(not c.ok for c in state.completions) == state.sent // 2
+        assert state.first_error == "model said no"

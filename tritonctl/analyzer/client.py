@@ -1,0 +1,130 @@
+"""A thin protocol layer over tritonclient's asyncio clients: metadata, statistics and inference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tritonctl.analyzer.measurement import ServerStats
+from tritonctl.analyzer.options import PerfError
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]  # as the metadata gives it, batch dimension included, -1 for variable
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    max_batch_size: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+
+class PerfClient:
+    """One asyncio client for either protocol. Use as ``async with PerfClient(...) as client``."""
+
+    def __init__(self, url: str, protocol: str, timeout_s: float):
+        self.url = _strip_scheme(url)
+        self.protocol = protocol
+        self.timeout_s = timeout_s
+        if protocol == "grpc":
+            import tritonclient.grpc.aio as module
+        else:
+            import tritonclient.http.aio as module
+        self._module = module
+        self._client: Any = None
+
+    async def __aenter__(self) -> "PerfClient":
+        if self.protocol == "grpc":
+            self._client = self._module.InferenceServerClient(self.url)
+        else:
+            self._client = self._module.InferenceServerClient(self.url, conn_limit=1024, conn_timeout=self.timeout_s)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._client.close()
+
+    async def model_info(self, model: str, version: str) -> ModelInfo:
+        try:
+            if self.protocol == "grpc":
+                metadata = await self._client.get_model_metadata(model, version, as_json=True)
+                config = (await self._client.get_model_config(model, version, as_json=True))["config"]
+            else:
+                metadata = await self._client.get_model_metadata(model, version)
+                config = await self._client.get_model_config(model, version)
+        except Exception as exc:
+            raise PerfError(f"cannot read model '{model}' from {self.protocol}://{self.url}: {_short(exc)}") from None
+        return ModelInfo(
+            name=model, max_batch_size=int(config.get("max_batch_size", 0) or 0),
+            inputs=tuple(_spec(t) for t in metadata.get("inputs", [])),
+            outputs=tuple(_spec(t) for t in metadata.get("outputs", [])),
+        )
+
+    async def statistics(self, model: str, version: str) -> ServerStats | None:
+        """Cumulative statistics summed over the model's versions, or None if the server has none."""
+        try:
+            if self.protocol == "grpc":
+                stats = await self._client.get_inference_statistics(model, version, as_json=True)
+            else:
+                stats = await self._client.get_inference_statistics(model, version)
+        except Exception:
+            return None
+        total = ServerStats()
+        for entry in stats.get("model_stats", []):
+            infer = entry.get("inference_stats", {})
+
+            def part(key: str, field: str = "ns") -> int:
+                return int(infer.get(key, {}).get(field, 0) or 0)
+
+            total = total + ServerStats(
+                success_count=part("success", "count"), success_ns=part("success"), queue_ns=part("queue"),
+                compute_input_ns=part("compute_input"), compute_infer_ns=part("compute_infer"),
+                compute_output_ns=part("compute_output"),
+                inference_count=int(entry.get("inference_count", 0) or 0),
+                execution_count=int(entry.get("execution_count", 0) or 0),
+            )
+        return total
+
+    def make_inputs(self, arrays: dict[str, Any], datatypes: dict[str, str]) -> list[Any]:
+        """tritonclient InferInput objects for one request, filled from numpy arrays."""
+        inputs = []
+        for name, array in arrays.items():
+            item = self._module.InferInput(name, list(array.shape), datatypes[name])
+            if self.protocol == "http":
+                item.set_data_from_numpy(array, binary_data=True)
+            else:
+                item.set_data_from_numpy(array)
+            inputs.append(item)
+        return inputs
+
+    def make_outputs(self, names: list[str]) -> list[Any]:
+        if self.protocol == "http":
+            return [self._module.InferRequestedOutput(n, binary_data=True) for n in names]
+        return [self._module.InferRequestedOutput(n) for n in names]
+
+    async def infer(self, model: str, version: str, inputs: list[Any], outputs: list[Any]) -> None:
+        if self.protocol == "grpc":
+            await self._client.infer(model, inputs, model_version=version, outputs=outputs,
+                                     client_timeout=self.timeout_s)
+        else:
+            await self._client.infer(model, inputs, model_version=version, outputs=outputs)
+
+
+def _spec(tensor: dict) -> TensorSpec:
+    return TensorSpec(tensor["name"], tensor["datatype"], tuple(int(d) for d in tensor.get("shape", [])))
+
+
+def _strip_scheme(url: str) -> str:
+    for scheme in ("http://", "https://", "grpc://"):
+        if url.startswith(scheme):
+            return url[len(scheme):].rstrip("/")
+    return url.rstrip("/")
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,106 @@
+"""Asyncio load generation: N requests in flight (concurrency) or sends on a schedule (request rate)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+DELAY_THRESHOLD_NS = 2_000_000  # a scheduled send that leaves more than 2 ms late counts as delayed
+
+
+@dataclass
+class Completion:
+    end_ns: int
+    latency_ns: int
+    ok: bool
+
+
+@dataclass
+class LoadState:
+    """What the generator has done so far; the measurement loop slices ``completions`` at window edges."""
+
+    completions: list[Completion] = field(default_factory=list)
+    sent: int = 0
+    delayed: int = 0
+    first_error: str | None = None
+    target: int = 0  # set ``reached`` once this many completions exist
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wait_for_count(self, count: int) -> asyncio.Event:
+        self.target = count
+        self.reached = asyncio.Event()
+        if len(self.completions) >= count:
+            self.reached.set()
+        return self.reached
+
+
+class LoadGenerator:
+    """Runs ``send(request)`` over the prepared requests (round-robin) until ``stop()``."""
+
+    def __init__(self, send: Callable[[Any], Awaitable[None]], requests: list[Any]):
+        self._send = send
+        self._requests = requests
+        self._next = 0
+        self._stopping = False
+        self._tasks: list[asyncio.Task] = []
+        self._in_flight: set[asyncio.Task] = set()
+        self.state = LoadState()
+
+    def start_concurrency(self, concurrency: int) -> None:
+        self._tasks = [asyncio.create_task(self._worker()) for _ in range(concurrency)]
+
+    def start_request_rate(self, rate: float, distribution: str, seed: int = 0) -> None:
+        self._tasks = [asyncio.create_task(self._scheduler(rate, distribution, random.Random(seed)))]
+
+    async def stop(self) -> None:
+        """Stop sending and wait for every request in flight, so the counts are final."""
+        self._stopping = True
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    def _pick(self) -> Any:
+        request = self._requests[self._next]
+        self._next = (self._next + 1) % len(self._requests)
+        return request
+
+    async def _worker(self) -> None:
+        while not self._stopping:
+            await self._one(self._pick())
+
+    async def _scheduler(self, rate: float, distribution: str, rng: random.Random) -> None:
+        next_ns = time.perf_counter_ns()
+        while not self._stopping:
+            gap_s = rng.expovariate(rate) if distribution == "poisson" else 1.0 / rate
+            next_ns += int(gap_s * 1e9)
+            wait_ns = next_ns - time.perf_counter_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+                if self._stopping:
+                    break
+            if time.perf_counter_ns() - next_ns > DELAY_THRESHOLD_NS:
+                self.state.delayed += 1
+            task = asyncio.create_task(self._one(self._pick()))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def _one(self, request: Any) -> None:
+        state = self.state
+        state.sent += 1
+        start = time.perf_counter_ns()
+        ok = True
+        try:
+            await self._send(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            ok = False
+            if state.first_error is None:
+                state.first_error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        end = time.perf_counter_ns()
+        state.completions.append(Completion(end, end - start, ok))
+        if state.target and len(state.completions) >= state.target:
+            state.reached.set()

@@ -1,0 +1,162 @@
+"""Measurement windows: latency percentiles, throughput, perf_analyzer's stability rule and merging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STABILITY_WINDOWS = 3
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass
+class Window:
+    """One measurement window: the requests that completed in it and the server statistics delta."""
+
+    start_ns: int
+    end_ns: int
+    latencies_ns: list[int] = field(default_factory=list)
+    errors: int = 0
+    delayed: int = 0  # request-rate mode: sends that left later than scheduled
+    client_cpu_s: float = 0.0
+    server: "ServerStats | None" = None
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end_ns - self.start_ns, 1) / 1e9
+
+    @property
+    def count(self) -> int:
+        return len(self.latencies_ns)
+
+    @property
+    def throughput(self) -> float:
+        return self.count / self.duration_s
+
+    def latency_us(self, percentile: int | None = None) -> float:
+        """Average latency, or the given percentile (nearest rank, as perf_analyzer picks it), in µs."""
+        if not self.latencies_ns:
+            return 0.0
+        if percentile is None:
+            return sum(self.latencies_ns) / len(self.latencies_ns) / 1e3
+        return percentile_ns(sorted(self.latencies_ns), percentile) / 1e3
+
+
+@dataclass
+class ServerStats:
+    """Cumulative (or delta) counters from the statistics endpoint for one model."""
+
+    success_count: int = 0
+    success_ns: int = 0
+    queue_ns: int = 0
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+    inference_count: int = 0
+    execution_count: int = 0
+
+    def __sub__(self, other: "ServerStats") -> "ServerStats":
+        return ServerStats(**{k: getattr(self, k) - getattr(other, k) for k in self.__dataclass_fields__})
+
+    def __add__(self, other: "ServerStats") -> "ServerStats":
+        return ServerStats(**{k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__})
+
+    def per_request_us(self, value_ns: int) -> float:
+        return value_ns / self.success_count / 1e3 if self.success_count else 0.0
+
+
+def percentile_ns(sorted_values: list[int], percentile: float) -> int:
+    """Nearest rank: index round(P/100 * (n-1)) of the sorted values."""
+    if not sorted_values:
+        return 0
+    index = int(round(percentile / 100 * (len(sorted_values) - 1)))
+    return sorted_values[min(max(index, 0), len(sorted_values) - 1)]
+
+
+def is_stable(windows: list[Window], stability_percentage: float, latency_percentile: int | None = None) -> bool:
+    """perf_analyzer's rule: over the last 3 windows throughput and latency vary by at most ``s`` percent
+    (max/min <= 1 + s/100) and no window has zero throughput."""
+    return series_stable([w.throughput for w in windows], [w.latency_us(latency_percentile) for w in windows],
+                         stability_percentage)
+
+
+def series_stable(throughputs: list[float], latencies: list[float], stability_percentage: float) -> bool:
+    """The stability rule on plain series (the last 3 values of each)."""
+    if len(throughputs) < STABILITY_WINDOWS or len(latencies) < STABILITY_WINDOWS:
+        return False
+    last_tp = throughputs[-STABILITY_WINDOWS:]
+    last_lat = latencies[-STABILITY_WINDOWS:]
+    if min(last_tp) <= 0 or min(last_lat) <= 0:
+        return False
+    bound = 1 + stability_percentage / 100
+    return max(last_tp) / min(last_tp) <= bound and max(last_lat) / min(last_lat) <= bound
+
+
+@dataclass
+class LevelResult:
+    """The merged result of one load level (a concurrency value or a request rate)."""
+
+    concurrency: int | None
+    request_rate: float | None
+    stable: bool
+    windows: int
+    request_count: int
+    error_count: int
+    delayed_count: int
+    duration_s: float
+    throughput: float
+    avg_latency_us: float
+    percentiles_us: dict[int, float]
+    client_cpu_pct: float
+    server: ServerStats | None
+
+    @property
+    def server_queue_us(self) -> float:
+        return self.server.per_request_us(self.server.queue_ns) if self.server else 0.0
+
+    @property
+    def server_compute_us(self) -> float:
+        if not self.server:
+            return 0.0
+        s = self.server
+        return s.per_request_us(s.compute_input_ns + s.compute_infer_ns + s.compute_output_ns)
+
+    def as_dict(self) -> dict:
+        row = {
+            "concurrency": self.concurrency, "request_rate": self.request_rate, "stable": self.stable,
+            "windows": self.windows, "request_count": self.request_count, "error_count": self.error_count,
+            "delayed_count": self.delayed_count, "throughput_infer_per_s": round(self.throughput, 3),
+            "avg_latency_us": round(self.avg_latency_us, 1),
+        }
+        row.update({f"p{p}_latency_us": round(v, 1) for p, v in self.percentiles_us.items()})
+        row["client_cpu_pct"] = round(self.client_cpu_pct, 1)
+        row["server_request_count"] = self.server.success_count if self.server else None
+        row["server_queue_us"] = round(self.server_queue_us, 1) if self.server else None
+        row["server_compute_us"] = round(self.server_compute_us, 1) if self.server else None
+        if self.server:
+            s = self.server
+            row["server_compute_input_us"] = round(s.per_request_us(s.compute_input_ns), 1)
+            row["server_compute_infer_us"] = round(s.per_request_us(s.compute_infer_ns), 1)
+            row["server_compute_output_us"] = round(s.per_request_us(s.compute_output_ns), 1)
+        return row
+
+
+def merge_windows(windows: list[Window], batch_size: int, concurrency: int | None, request_rate: float | None,
+                  stable: bool, total_windows: int) -> LevelResult:
+    """Merge windows into one result: percentiles over all their requests, throughput over their time."""
+    latencies = sorted(lat for w in windows for lat in w.latencies_ns)
+    duration = sum(w.duration_s for w in windows)
+    server = None
+    if all(w.server is not None for w in windows) and windows:
+        server = ServerStats()
+        for w in windows:
+            server = server + w.server
+    return LevelResult(
+        concurrency=concurrency, request_rate=request_rate, stable=stable, windows=total_windows,
+        request_count=len(latencies), error_count=sum(w.errors for w in windows),
+        delayed_count=sum(w.delayed for w in windows), duration_s=duration,
+        throughput=len(latencies) * batch_size / duration if duration else 0.0,
+        avg_latency_us=sum(latencies) / len(latencies) / 1e3 if latencies else 0.0,
+        percentiles_us={p: percentile_ns(latencies, p) / 1e3 for p in PERCENTILES},
+        client_cpu_pct=100 * sum(w.client_cpu_s for w in windows) / duration if duration else 0.0,
+        server=server,
+    )

@@ -1,0 +1,130 @@
+"""``run_perf``: measure a model at each load level until perf_analyzer's stability rule holds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tritonctl.analyzer.client import ModelInfo, PerfClient
+from tritonctl.analyzer.inputs import build_requests, request_shapes
+from tritonctl.analyzer.loadgen import LoadGenerator
+from tritonctl.analyzer.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
+from tritonctl.analyzer.options import PerfError, PerfOptions, check_options
+
+CLIENT_BOUND_CPU_PCT = 80.0  # the client's event loop is one thread: near 100% of a core, it is the limit
+
+
+@dataclass
+class PerfResult:
+    """Every load level's merged result plus run-wide totals."""
+
+    options: PerfOptions
+    model: ModelInfo
+    levels: list[LevelResult] = field(default_factory=list)
+    total_sent: int = 0
+    server_total: ServerStats | None = None  # statistics delta over the whole run, warm-up included
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_perf(options: PerfOptions, progress: Callable[[str], None] | None = None) -> PerfResult:
+    """Run the whole sweep in a fresh event loop. Raises PerfError on anything the user must fix."""
+    check_options(options)
+    return asyncio.run(_run(options, progress or (lambda _message: None)))
+
+
+async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfResult:
+    async with PerfClient(options.url, options.protocol, options.request_timeout_s) as client:
+        info = await client.model_info(options.model, options.model_version)
+        shapes = request_shapes(info, options.batch_size, options.shapes)
+        arrays = build_requests(info, shapes, options.input_data, options.batch_size)
+        datatypes = {t.name: t.datatype for t in info.inputs}
+        outputs = client.make_outputs([t.name for t in info.outputs])
+        prepared = [client.make_inputs(request, datatypes) for request in arrays]
+
+        async def send(inputs: list) -> None:
+            await client.infer(options.model, options.model_version, inputs, outputs)
+
+        result = PerfResult(options, info)
+        before = await client.statistics(options.model, options.model_version)
+        levels: list[tuple[int | None, float | None]] = (
+            [(c, None) for c in options.concurrency] or [(None, r) for r in options.request_rates])
+        for concurrency, rate in levels:
+            label = f"concurrency {concurrency}" if concurrency else f"request rate {rate:g}/s"
+            progress(f"measuring {label}")
+            generator = LoadGenerator(send, prepared)
+            level = await _measure_level(options, client, generator, concurrency, rate)
+            result.total_sent += generator.state.sent
+            result.levels.append(level)
+            result.warnings.extend(_level_warnings(level, label))
+        after = await client.statistics(options.model, options.model_version)
+        if before is not None and after is not None:
+            result.server_total = after - before
+    return result
+
+
+async def _measure_level(options: PerfOptions, client: PerfClient, generator: LoadGenerator,
+                         concurrency: int | None, rate: float | None) -> LevelResult:
+    state = generator.state
+    if concurrency:
+        generator.start_concurrency(concurrency)
+    else:
+        generator.start_request_rate(rate, options.request_distribution)
+    try:
+        if options.warmup_requests:
+            await _wait(state.wait_for_count(options.warmup_requests), options.request_timeout_s, state)
+        windows: list[Window] = []
+        stats = await client.statistics(options.model, options.model_version)
+        mark, delayed_mark = len(state.completions), state.delayed
+        stable = False
+        while len(windows) < options.max_trials:
+            start_ns, cpu0 = time.perf_counter_ns(), time.thread_time()
+            if options.measurement_mode == "time_windows":
+                await asyncio.sleep(options.measurement_interval_ms / 1000)
+            else:
+                await _wait(state.wait_for_count(mark + options.measurement_request_count),
+                            options.request_timeout_s, state)
+            end_ns, cpu1 = time.perf_counter_ns(), time.thread_time()
+            done = state.completions[mark:]
+            mark = len(state.completions)
+            new_stats = await client.statistics(options.model, options.model_version)
+            window = Window(start_ns, end_ns, [c.latency_ns for c in done if c.ok], sum(not c.ok for c in done),
+                            state.delayed - delayed_mark, cpu1 - cpu0,
+                            new_stats - stats if stats is not None and new_stats is not None else None)
+            delayed_mark, stats = state.delayed, new_stats
+            if window.errors and not window.count:
+                raise PerfError(f"every request failed: {state.first_error}")
+            windows.append(window)
+            if is_stable(windows, options.stability_percentage, options.latency_percentile):
+                stable = True
+                break
+    finally:
+        await generator.stop()
+    return merge_windows(windows[-3:], options.batch_size, concurrency, rate, stable, len(windows))
+
+
+async def _wait(event: asyncio.Event, timeout_s: float, state) -> None:
+    try:
+        await asyncio.wait_for(event.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        detail = f" (first error: {state.first_error})" if state.first_error else ""
+        raise PerfError(f"no progress for {timeout_s:g} s: only {len(state.completions)} requests "
+                        f"completed{detail}") from None
+
+
+def _level_warnings(level: LevelResult, label: str) -> list[str]:
+    warnings = []
+    if not level.stable:
+        warnings.append(f"{label}: failed to obtain a stable measurement within {level.windows} windows; "
+                        "use a longer --measurement-interval or a larger --measurement-request-count")
+    if level.error_count:
+        warnings.append(f"{label}: {level.error_count} requests failed")
+    if level.client_cpu_pct >= CLIENT_BOUND_CPU_PCT:
+        warnings.append(f"{label}: the client used {level.client_cpu_pct:.0f}% of a core; it is probably the "
+                        "bottleneck, so throughput may be understated")
+    sent = level.request_count + level.error_count
+    if level.request_rate and sent and level.delayed_count / sent > 0.01:
+        warnings.append(f"{label}: {level.delayed_count} of {sent} requests left late; the client could not "
+                        "sustain the rate")
+    return warnings

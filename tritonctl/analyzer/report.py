@@ -1,0 +1,62 @@
+"""Perf results as a rich table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from tritonctl.analyzer.perf import PerfResult
+
+CSV_COLUMNS = (
+    "concurrency", "request_rate", "throughput_infer_per_s", "avg_latency_us", "p50_latency_us", "p90_latency_us",
+    "p95_latency_us", "p99_latency_us", "server_queue_us", "server_compute_us", "server_compute_input_us",
+    "server_compute_infer_us", "server_compute_output_us", "request_count", "server_request_count", "error_count",
+    "delayed_count", "client_cpu_pct", "windows", "stable",
+)
+
+
+def to_json(result: PerfResult) -> str:
+    options = result.options
+    document = {
+        "model": options.model, "url": options.url, "protocol": options.protocol,
+        "batch_size": options.batch_size, "measurement_mode": options.measurement_mode,
+        "levels": [level.as_dict() for level in result.levels],
+        "total_requests_sent": result.total_sent,
+        "server_requests_total": result.server_total.success_count if result.server_total else None,
+        "warnings": result.warnings,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def to_csv(result: PerfResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for level in result.levels:
+        writer.writerow({k: ("" if v is None else v) for k, v in level.as_dict().items()})
+    return buffer.getvalue()
+
+
+def render_table(result: PerfResult):
+    """A rich Table: one row per load level, latencies in ms."""
+    from rich.table import Table
+
+    rate_mode = bool(result.options.request_rates)
+    table = Table(title=f"{result.options.model} over {result.options.protocol} "
+                        f"(batch {result.options.batch_size})")
+    table.add_column("Rate/s" if rate_mode else "Concurrency", justify="right")
+    for title in ("Infer/s", "Avg ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "Queue ms", "Compute ms",
+                  "Client CPU", "Stable"):
+        table.add_column(title, justify="right")
+    for level in result.levels:
+        p = level.percentiles_us
+        server = level.server is not None
+        table.add_row(
+            f"{level.request_rate:g}" if rate_mode else str(level.concurrency), f"{level.throughput:,.1f}",
+            *(f"{v / 1000:.2f}" for v in (level.avg_latency_us, p[50], p[90], p[95], p[99])),
+            f"{level.server_queue_us / 1000:.2f}" if server else "-",
+            f"{level.server_compute_us / 1000:.2f}" if server else "-",
+            f"{level.client_cpu_pct:.0f}%", "yes" if level.stable else "[yellow]no[/yellow]",
+        )
+    return table
