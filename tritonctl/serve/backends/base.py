@@ -24,20 +24,33 @@ class InstanceSpec:
     device_id: int = -1
 
 
-class Backend(abc.ABC):
-    """One instance of one model version. ``execute`` runs in that instance's worker thread."""
+class ModelInstance:
+    """One instance of one model version; its methods run in that instance's worker thread."""
 
     def __init__(self, config, version_dir: Path, instance: InstanceSpec):
         self.config = config
         self.version_dir = version_dir
         self.instance = instance
 
+    def close(self) -> None:
+        """Release the instance's resources."""
+
+
+class Backend(ModelInstance, abc.ABC):
+    """A backend that runs a batch as one execution over the requests' concatenated inputs."""
+
     @abc.abstractmethod
     def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         """Run one (batched) execution; ``outputs`` names the outputs wanted."""
 
-    def close(self) -> None:
-        """Release the instance's resources."""
+
+class RequestBackend(ModelInstance, abc.ABC):
+    """A backend that receives the batch as separate requests (Triton's Python backend)."""
+
+    @abc.abstractmethod
+    def execute_requests(self, requests: list) -> list:
+        """One result per request of ``requests`` (InferRequest objects): its outputs by name, or
+        the ServeError that request fails with. Raises ServeError when the whole batch fails."""
 
 
 class ModelExecutionError(ServeError):
@@ -47,11 +60,15 @@ class ModelExecutionError(ServeError):
         super().__init__(Status.INTERNAL, message)
 
 
-def create_backend(config, model_dir: Path, version_dir: Path, instance: InstanceSpec) -> Backend:
+def create_backend(config, model_dir: Path, version_dir: Path, instance: InstanceSpec) -> ModelInstance:
     backend = config.backend
     if backend == "onnxruntime":
         from tritonctl.serve.backends.onnxruntime import OnnxRuntimeBackend
 
         return OnnxRuntimeBackend(config, version_dir, instance)
+    if backend == "python":
+        from tritonctl.serve.backends.python import PythonBackend
+
+        return PythonBackend(config, model_dir, version_dir, instance)
     raise BackendLoadError(f"unable to find backend library for backend '{backend}'; tritonctl serve runs "
-                           "'onnxruntime' models")
+                           "'onnxruntime' and 'python' models")

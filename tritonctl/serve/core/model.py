@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.repo_schema.schema import wire_datatype
-from tritonctl.serve.backends.base import Backend, BackendLoadError, InstanceSpec, create_backend
+from tritonctl.serve.backends.base import (BackendLoadError, InstanceSpec, ModelInstance, RequestBackend,
+                                           create_backend)
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
 from tritonctl.serve.core.stats import ModelStats
-from tritonctl.serve.core.types import InferRequest, InferResponse, InferTensor
+from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
 
 
 class TensorSpec:
@@ -47,7 +48,7 @@ def instance_specs(config) -> list[InstanceSpec]:
 class ModelVersion:
     """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
 
-    def __init__(self, config, version: int, model_dir: Path, instances: list[Backend]):
+    def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance]):
         self.config = config
         self.name: str = config.name
         self.version = version
@@ -69,7 +70,7 @@ class ModelVersion:
     @classmethod
     def load(cls, config, version: int, model_dir: Path) -> "ModelVersion":
         version_dir = model_dir / str(version)
-        instances: list[Backend] = []
+        instances: list[ModelInstance] = []
         try:
             for spec in instance_specs(config):
                 instances.append(create_backend(config, model_dir, version_dir, spec))
@@ -128,7 +129,10 @@ class ModelVersion:
             data = data.astype(object)
         return data
 
-    def _run_batch(self, instance: Backend, batch: list[InferRequest]) -> None:
+    def _run_batch(self, instance: ModelInstance, batch: list[InferRequest]) -> None:
+        if isinstance(instance, RequestBackend):
+            self._run_requests(instance, batch)
+            return
         start = time.monotonic_ns()
         total = sum(r.batch_size for r in batch)
         try:
@@ -161,28 +165,61 @@ class ModelVersion:
         responses = []
         offset = 0
         for request in batch:
-            outputs = []
-            requested = request.requested_outputs
-            selection = [(n, 0) for n in self.all_outputs] if requested is None \
-                else [(o.name, o.classification) for o in requested]
-            for name, top_n in selection:
-                data = produced.get(name)
-                if data is None:
-                    raise internal(f"model '{self.name}' did not produce output '{name}'")
-                if self.max_batch_size > 0 and len(batch) > 1:
-                    data = data[offset:offset + request.batch_size]
-                spec = self.outputs[name]
-                if spec.reshape is not None:
-                    data = data.reshape(([request.batch_size] if self.max_batch_size > 0 else [])
-                                        + [d for d in spec.dims[1 if self.max_batch_size > 0 else 0:]])
-                if top_n:
-                    outputs.append(InferTensor(name, "BYTES", classify(data, top_n, self.max_batch_size > 0,
-                                                                       self.labels.get(name))))
-                else:
-                    outputs.append(InferTensor(name, spec.datatype, data))
+            mine = produced
+            if self.max_batch_size > 0 and len(batch) > 1:
+                mine = {n: d[offset:offset + request.batch_size] for n, d in produced.items()}
+            responses.append(self._response(request, mine, strict=True))
             offset += request.batch_size
-            responses.append(InferResponse(self.name, self.version_str, request.id, outputs))
         return responses
+
+    def _response(self, request: InferRequest, produced: dict[str, np.ndarray], strict: bool) -> InferResponse:
+        """The requested outputs of ``produced``. ``strict``: every one must be there (a Python
+        model's response may leave some out, as in Triton)."""
+        outputs = []
+        requested = request.requested_outputs
+        selection = [(n, 0) for n in self.all_outputs] if requested is None \
+            else [(o.name, o.classification) for o in requested]
+        for name, top_n in selection:
+            data = produced.get(name)
+            if data is None:
+                if strict:
+                    raise internal(f"model '{self.name}' did not produce output '{name}'")
+                continue
+            spec = self.outputs[name]
+            if spec.reshape is not None:
+                data = data.reshape(([request.batch_size] if self.max_batch_size > 0 else [])
+                                    + [d for d in spec.dims[1 if self.max_batch_size > 0 else 0:]])
+            if top_n:
+                outputs.append(InferTensor(name, "BYTES", classify(data, top_n, self.max_batch_size > 0,
+                                                                   self.labels.get(name))))
+            else:
+                outputs.append(InferTensor(name, spec.datatype if strict else _datatype(data, spec), data))
+        return InferResponse(self.name, self.version_str, request.id, outputs)
+
+    def _run_requests(self, instance: RequestBackend, batch: list[InferRequest]) -> None:
+        """A backend that answers each request of the batch on its own (Python models)."""
+        start = time.monotonic_ns()
+        try:
+            results = instance.execute_requests(batch)
+            executed = time.monotonic_ns()
+            answers = [r if isinstance(r, ServeError) else self._response(q, r, strict=False)
+                       for q, r in zip(batch, results)]
+        except ServeError as exc:
+            self._fail_all(batch, exc, "BACKEND")
+            return
+        except Exception as exc:
+            self._fail_all(batch, internal(f"model '{self.name}' failed: {exc}"), "BACKEND")
+            return
+        end = time.monotonic_ns()
+        total = sum(r.batch_size for r in batch)
+        self.stats.record_execution(len(batch), total, 0, executed - start, end - executed)
+        for request, answer in zip(batch, answers):
+            if isinstance(answer, ServeError):
+                self.stats.record_failure(end - request.arrival_ns, "BACKEND")
+                request.finish(None, answer)
+            else:
+                self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+                request.finish(answer)
 
     def _fail_all(self, batch: list[InferRequest], error: ServeError, reason: str) -> None:
         now = time.monotonic_ns()
@@ -199,6 +236,15 @@ class ModelVersion:
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
         for instance in self.instances:
             instance.close()
+
+
+def _datatype(data: np.ndarray, spec: TensorSpec) -> str:
+    """The protocol datatype of an array a model returned: its own, BYTES for text."""
+    if data.dtype.kind in "OSU":
+        return "BYTES"
+    if spec.datatype == "BF16" and data.dtype == np.uint16:
+        return "BF16"
+    return DATATYPE_OF_NUMPY.get(data.dtype, spec.datatype)
 
 
 def _dims(shape) -> str:
