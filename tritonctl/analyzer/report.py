@@ -43,17 +43,17 @@ def render_table(result: PerfResult):
     from rich.table import Table
 
     rate_mode = bool(result.options.request_rates)
-    table = Table(title=f"{result.options.model} over {result.options.protocol} "
-                        f"(batch {result.options.batch_size})")
-    table.add_column("Rate/s" if rate_mode else "Concurrency", justify="right")
-    for title in ("Infer/s", "Avg ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "Queue ms", "Compute ms",
-                  "Client CPU", "Stable"):
-        table.add_column(title, justify="right")
+    table = Table(title=f"{result.options.model} over {result.options.protocol}, batch "
+                        f"{result.options.batch_size} (latencies in ms; queue/compute from the server)",
+                  padding=(0, 1), collapse_padding=True)
+    table.add_column("Rate/s" if rate_mode else "Conc", justify="right", no_wrap=True)
+    for title in ("Infer/s", "Avg", "p50", "p90", "p95", "p99", "Queue", "Compute", "CPU", "Stable"):
+        table.add_column(title, justify="right", no_wrap=True)
     for level in result.levels:
         p = level.percentiles_us
         server = level.server is not None
         table.add_row(
-            f"{level.request_rate:g}" if rate_mode else str(level.concurrency), f"{level.throughput:,.1f}",
+            f"{level.request_rate:g}" if rate_mode else str(level.concurrency), f"{level.throughput:.1f}",
             *(f"{v / 1000:.2f}" for v in (level.avg_latency_us, p[50], p[90], p[95], p[99])),
             f"{level.server_queue_us / 1000:.2f}" if server else "-",
             f"{level.server_compute_us / 1000:.2f}" if server else "-",

@@ -1,0 +1,130 @@
+"""tritonctl perf against a real ``tritonctl serve`` on free loopback ports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "serve"))
+
+from serve_models import write_add_sub, write_onnx_only  # noqa: E402
+from tritonctl.analyzer.options import PerfError, PerfOptions  # noqa: E402
+from tritonctl.analyzer.perf import run_perf  # noqa: E402
+from tritonctl.analyzer.report import CSV_COLUMNS  # noqa: E402
+from tritonctl.cli.app import main  # noqa: E402
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+
+FAST = {"measurement_interval_ms": 120, "stability_percentage": 50, "max_trials": 5}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("perf") / "repo"
+    write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 500 }")
+    write_onnx_only(repo)  # X: [batch, n] with n variable
+    running = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)).start()
+    yield running
+    running.stop()
+
+
+def url(server, protocol: str) -> str:
+    return server.http_url if protocol == "http" else server.grpc_url
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_concurrency_sweep_counts_agree_with_server_statistics(server, protocol):
+    result = run_perf(PerfOptions("add_sub", url=url(server, protocol), protocol=protocol, concurrency=(1, 3),
+                                  batch_size=2, warmup_requests=5, **FAST))
+    assert [level.concurrency for level in result.levels] == [1, 3]
+    # Every request sent, warm-up and all windows included, is one success on the server.
+    assert result.server_total is not None and result.total_sent == result.server_total.success_count
+    assert result.server_total.inference_count == 2 * result.total_sent  # batch 2
+    for level in result.levels:
+        assert level.request_count > 0 and level.error_count == 0 and level.throughput > 0
+        p = level.percentiles_us
+        assert 0 < p[50] <= p[90] <= p[95] <= p[99]
+        # Window edges are read on the client, then the statistics: at most the requests in flight differ.
+        assert abs(level.server.success_count - level.request_count) <= 3 * level.concurrency
+        assert level.server_compute_us > 0 and level.server_queue_us >= 0
+
+
+def test_request_rate_with_count_windows(server):
+    result = run_perf(PerfOptions("add_sub", url=server.grpc_url, protocol="grpc", concurrency=(),
+                                  request_rates=(150.0,), request_distribution="poisson",
+                                  measurement_mode="count_windows", measurement_request_count=20,
+                                  stability_percentage=50, max_trials=4))
+    level = result.levels[0]
+    assert level.request_rate == 150.0 and level.concurrency is None
+    assert level.request_count >= 3 * 20 if level.stable else level.request_count >= 20
+    assert 30 < level.throughput < 400
+    assert result.total_sent == result.server_total.success_count
+
+
+def test_variable_dims_need_shape(server):
+    options = PerfOptions("onnx_only", url=server.http_url, **FAST)
+    with pytest.raises(PerfError, match="variable dims .*--shape X:1"):
+        run_perf(options)
+    result = run_perf(PerfOptions("onnx_only", url=server.http_url, shapes={"X": (6,)}, input_data="zero", **FAST))
+    assert result.levels[0].request_count > 0 and result.total_sent == result.server_total.success_count
+
+
+def test_json_input_data(server, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": [{"INPUT0": [1, 2, 3, 4], "INPUT1": [0, 0, 0, 0]},
+                                         {"INPUT0": [5, 6, 7, 8], "INPUT1": [1, 1, 1, 1]}]}))
+    result = run_perf(PerfOptions("add_sub", url=server.http_url, input_data=str(data), **FAST))
+    assert result.levels[0].error_count == 0 and result.levels[0].request_count > 0
+
+
+def test_unknown_model_and_unreachable_server(server):
+    with pytest.raises(PerfError, match="cannot read model 'nope'"):
+        run_perf(PerfOptions("nope", url=server.http_url, **FAST))
+    with pytest.raises(PerfError, match="cannot read model 'add_sub' from grpc://127.0.0.1:1"):
+        run_perf(PerfOptions("add_sub", url="127.0.0.1:1", protocol="grpc", request_timeout_s=2, **FAST))
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_writes_csv_and_json(server, tmp_path, capsys):
+    csv_path, json_path = tmp_path / "out.csv", tmp_path / "out.json"
+    code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", f"http://{server.http_url}",
+                         "--concurrency-range", "1:2", "-p", "120", "-s", "50", "-r", "5",
+                         "--csv", str(csv_path), "--json", str(json_path))
+    assert code == 0, err
+    assert "Conc" in out and "p99" in out and "Stable" in out
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert tuple(rows[0]) == CSV_COLUMNS and [r["concurrency"] for r in rows] == ["1", "2"]
+    assert all(float(r["throughput_infer_per_s"]) > 0 for r in rows)
+    document = json.loads(json_path.read_text())
+    assert document["model"] == "add_sub" and len(document["levels"]) == 2
+    assert document["total_requests_sent"] == document["server_requests_total"]
+
+    code, out, _ = cli(capsys, "perf", "-m", "add_sub", "-u", server.grpc_url, "-i", "grpc",
+                       "--request-rate-range", "100", "-p", "150", "-s", "80", "-r", "4", "--json", "-")
+    assert json.loads(out)["levels"][0]["request_rate"] == 100
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--concurrency-range", "0:2"], "--concurrency-range '0:2'"),
+    (["--concurrency-range", "1", "--request-rate-range", "10"], "not both"),
+    (["--shape", "INPUT0"], "NAME:DIMS"),
+    (["--shape", "NOPE:3"], "input 'NOPE', which model 'add_sub' does not have"),
+    (["-b", "64"], "max_batch_size 8"),
+    (["--input-data", "missing.json"], "--input-data 'missing.json'"),
+])
+def test_cli_bad_arguments(server, capsys, args, fragment):
+    code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "-p", "100", *args)
+    assert code == 2 and fragment in err
