@@ -4,6 +4,7 @@ states, version policies, model control modes and load / unload / reload."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,15 @@ def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]
     return sorted(available)[-max(count, 1):] if available else [], []
 
 
+def is_ensemble_dir(model_dir: Path) -> bool:
+    """Whether the model's config.pbtxt declares ``platform: "ensemble"`` (a quick look, before loading)."""
+    try:
+        text = (model_dir / "config.pbtxt").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return re.search(r'^\s*platform\s*:\s*"ensemble"', text, re.MULTILINE) is not None
+
+
 def fingerprint(model_dir: Path) -> tuple:
     """Names, sizes and modification times of every file under a model directory."""
     entries = []
@@ -77,11 +87,28 @@ class ModelManager:
         return [d.name for d in model_dirs(self.repository)]
 
     def load_all(self, names: list[str] | None = None) -> None:
-        for name in (names if names is not None else self.model_names_on_disk()):
-            try:
-                self.load(name)
-            except ServeError as exc:
+        """Load ``names`` (default: every model); ensembles after the models they are made of, in
+        rounds, so an ensemble of ensembles finds its steps loaded."""
+        names = names if names is not None else self.model_names_on_disk()
+        ensembles = [n for n in names if is_ensemble_dir(self.repository / n)]
+        for name in [n for n in names if n not in ensembles]:
+            self._load_logged(name)
+        while ensembles:
+            failed = [n for n in ensembles if not self._load_logged(n, quiet=True)]
+            if len(failed) == len(ensembles):
+                for name in failed:
+                    self._load_logged(name)
+                break
+            ensembles = failed
+
+    def _load_logged(self, name: str, quiet: bool = False) -> bool:
+        try:
+            self.load(name)
+        except ServeError as exc:
+            if not quiet:
                 log.error("%s", exc.message)
+            return False
+        return True
 
     def load(self, name: str, config_override: str | None = None) -> None:
         """Load or reload ``name``; the previous versions keep serving until the new ones are ready."""
@@ -112,7 +139,12 @@ class ModelManager:
                     entry.states[version] = VersionState(READY)
                     continue
                 try:
-                    entry.versions[version] = ModelVersion.load(config, version, model_dir)
+                    if config.platform == "ensemble":
+                        from tritonctl.serve.core.ensemble import EnsembleVersion
+
+                        entry.versions[version] = EnsembleVersion(config, version, model_dir, self.get)
+                    else:
+                        entry.versions[version] = ModelVersion.load(config, version, model_dir)
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:

@@ -49,6 +49,12 @@ class ModelVersion:
     """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
 
     def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance]):
+        self._describe(config, version, model_dir, instances)
+        self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
+                                   self.stats)
+
+    def _describe(self, config, version: int, model_dir: Path, instances: list[ModelInstance]) -> None:
+        """Everything but the scheduler: tensors, labels, statistics."""
         self.config = config
         self.name: str = config.name
         self.version = version
@@ -64,8 +70,6 @@ class ModelVersion:
                        if spec.label_file}
         self.instances = instances
         self.stats = ModelStats(self.name, self.version_str)
-        self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
-                                   self.stats)
 
     @classmethod
     def load(cls, config, version: int, model_dir: Path) -> "ModelVersion":

@@ -1,0 +1,193 @@
+"""Ensembles (serving_protocol.md B.9): each request runs as a dataflow over the composing
+models. A step is queued on its model's own scheduler (so ensemble traffic is batched with that
+model's other requests) as soon as every tensor its ``input_map`` names exists; when no step
+can run any more, the request is answered with the requested ensemble outputs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, unavailable
+from tritonctl.serve.core.model import ModelVersion
+from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
+
+Resolve = Callable[[str, str], ModelVersion]  # (model name, version or "") -> a ready version
+
+
+class EnsembleVersion(ModelVersion):
+    """A READY ensemble version: the same request checks as any model, no instances."""
+
+    def __init__(self, config, version: int, model_dir: Path, resolve: Resolve):
+        self._describe(config, version, model_dir, [])
+        self.steps = [Step(s.model_name, "" if s.model_version < 0 else str(s.model_version),
+                           dict(s.input_map), dict(s.output_map)) for s in config.ensemble_scheduling.step]
+        for step in self.steps:
+            try:
+                resolve(step.model, step.version)
+            except ServeError as exc:
+                raise BackendLoadError(f"ensemble '{self.name}' depends on '{step.model}' which is not available: "
+                                       f"{exc.message}") from None
+        self.scheduler = EnsembleScheduler(self, resolve)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop accepting and wait for the requests in flight (their steps run on other models)."""
+        self.scheduler.stop(timeout_s)
+
+
+class Step:
+    __slots__ = ("model", "version", "input_map", "output_map")
+
+    def __init__(self, model: str, version: str, input_map: dict[str, str], output_map: dict[str, str]):
+        self.model = model
+        self.version = version
+        self.input_map = input_map  # composing model input -> ensemble tensor
+        self.output_map = output_map  # composing model output -> ensemble tensor
+
+
+class EnsembleScheduler:
+    """Runs ensemble requests; ``stop`` waits for the ones in flight."""
+
+    def __init__(self, ensemble: EnsembleVersion, resolve: Resolve):
+        self.ensemble = ensemble
+        self.resolve = resolve
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._accepting = True
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return self._in_flight == 0
+
+    def enqueue(self, request: InferRequest) -> None:
+        with self._cond:
+            if not self._accepting:
+                raise unavailable(f"Server is stopping, scheduler for model '{self.ensemble.name}' has stopped "
+                                  "accepting new inference requests")
+            self._in_flight += 1
+        request.queue_start_ns = time.monotonic_ns()
+        self.ensemble.stats.add_pending(1)
+        Run(self, request).start()
+
+    def finished(self) -> None:
+        self.ensemble.stats.add_pending(-1)
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        with self._cond:
+            self._accepting = False
+            return self._cond.wait_for(lambda: self._in_flight == 0, timeout_s)
+
+
+
+class Run:
+    """One ensemble request on its way through the steps."""
+
+    def __init__(self, scheduler: EnsembleScheduler, request: InferRequest):
+        self.scheduler = scheduler
+        self.ensemble = scheduler.ensemble
+        self.request = request
+        self.tensors: dict[str, np.ndarray] = {n: t.data for n, t in request.inputs.items()}
+        self.waiting = list(range(len(self.ensemble.steps)))
+        self.running = 0
+        self.failed = False
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        with self.lock:
+            ready = self._take_ready()
+        self._dispatch(ready)
+
+    def _take_ready(self) -> list[int]:
+        """Steps whose inputs all exist, removed from ``waiting`` (under the lock)."""
+        steps = self.ensemble.steps
+        ready = [i for i in self.waiting if all(t in self.tensors for t in steps[i].input_map.values())]
+        self.waiting = [i for i in self.waiting if i not in ready]
+        self.running += len(ready)
+        if not ready and self.running == 0:
+            self._answer()
+        return ready
+
+    def _dispatch(self, ready: list[int]) -> None:
+        for index in ready:
+            step = self.ensemble.steps[index]
+            if self.failed:
+                self._step_done(step, None, None)
+                continue
+            try:
+                if self.request.cancelled:
+                    raise ServeError(Status.CANCELLED, "Request was cancelled")
+                model = self.scheduler.resolve(step.model, step.version)
+                sub = InferRequest(
+                    step.model, {name: InferTensor(name, model.inputs[name].datatype,
+                                                   _fit(self.tensors[tensor], model.inputs[name].dims))
+                                 for name, tensor in step.input_map.items() if name in model.inputs},
+                    model_version=step.version, id=self.request.id,
+                    requested_outputs=[RequestedOutput(n) for n in step.output_map if n in model.outputs],
+                    parameters=self.request.parameters, priority=self.request.priority,
+                    timeout_us=self.request.timeout_us,
+                    complete=lambda response, error, s=step: self._step_done(s, response, error))
+                model.prepare(sub)
+                model.enqueue(sub)
+            except ServeError as exc:
+                self._step_done(step, None, exc)
+
+    def _step_done(self, step: Step, response, error: ServeError | None) -> None:
+        with self.lock:
+            self.running -= 1
+            if self.failed:
+                return
+            if error is not None:
+                self.failed = True
+                self._fail(ServeError(error.status, f"in ensemble '{self.ensemble.name}', step '{step.model}' "
+                                                    f"failed: {error.message}"))
+                return
+            for tensor in response.outputs:
+                self.tensors[step.output_map[tensor.name]] = tensor.data
+            ready = self._take_ready()
+        self._dispatch(ready)
+
+    def _answer(self) -> None:
+        ensemble, request = self.ensemble, self.request
+        wanted = [o.name for o in request.requested_outputs] if request.requested_outputs is not None \
+            else ensemble.all_outputs
+        if any(name not in self.tensors for name in wanted):
+            self._fail(invalid_arg(f"in ensemble '{ensemble.name}', unexpected deadlock, at least one output is "
+                                   "not set while no more ensemble steps can be made"))
+            return
+        produced = {name: _fit(self.tensors[name], ensemble.outputs[name].dims) for name in wanted}
+        try:
+            response = ensemble._response(request, produced, strict=True)
+        except ServeError as exc:
+            self._fail(exc)
+            return
+        now = time.monotonic_ns()
+        ensemble.stats.record_success(now - request.arrival_ns, 0)
+        self.scheduler.finished()
+        request.finish(response)
+
+    def _fail(self, error: ServeError) -> None:
+        self.ensemble.stats.record_failure(time.monotonic_ns() - self.request.arrival_ns, "OTHER")
+        self.scheduler.finished()
+        self.request.finish(None, error)
+
+
+def _fit(data: np.ndarray, dims: list[int]) -> np.ndarray:
+    """Add or drop a leading 1 between batching and non-batching models (Triton's ReshapeTensorDims)."""
+    if data.ndim == len(dims) + 1 and data.shape[0] == 1:
+        return data[0]
+    if data.ndim + 1 == len(dims):
+        return data[None]
+    return data
