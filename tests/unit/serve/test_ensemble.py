@@ -145,3 +145,18 @@ def test_an_ensemble_whose_step_model_is_missing_does_not_load(tmp_path):
     manager.load_all()
     (row,) = manager.index()
     assert row["state"] == "UNAVAILABLE" and "absent" in row["reason"]
+
+
+def test_poll_loads_a_new_ensemble_after_its_new_step_model(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    manager = ModelManager(repo, control_mode="poll")
+    manager.load_all()
+    write_add_sub(repo, "z_add_sub")
+    write_ensemble(repo, "a_sum", ["A", "B"], ["S"], [
+        step("z_add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})])
+    manager.poll()
+    try:
+        assert {r["name"]: r["state"] for r in manager.index()} == {"a_sum": "READY", "z_add_sub": "READY"}
+    finally:
+        manager.stop(5)

@@ -115,7 +115,7 @@ class InferenceRequest:
         """The request's parameters as a JSON string, as Triton's Python backend gives them."""
         import json
 
-        return json.dumps(self._parameters)
+        return json.dumps(self._parameters, default=str)
 
     def is_cancelled(self) -> bool:
         return False

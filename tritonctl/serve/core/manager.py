@@ -203,13 +203,9 @@ class ModelManager:
     def poll(self) -> None:
         """POLL mode: load new and changed models, unload removed ones."""
         on_disk = set(self.model_names_on_disk())
-        for name in sorted(on_disk):
-            entry = self.models.get(name)
-            if entry is None or entry.fingerprint != fingerprint(self.repository / name):
-                try:
-                    self.load(name)
-                except ServeError as exc:
-                    log.error("%s", exc.message)
+        changed = [name for name in sorted(on_disk) if name not in self.models
+                   or self.models[name].fingerprint != fingerprint(self.repository / name)]
+        self.load_all(changed)
         for name in [n for n in self.models if n not in on_disk and not self.models[n].unloaded]:
             self.unload(name)
 
