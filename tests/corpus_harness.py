@@ -66,11 +66,15 @@ def cases(kind: str) -> list[CorpusCase]:
     return [load_case(p) for p in sorted((CORPUS / kind).glob("*.pbtxt"))]
 
 
-def _default_layout(text: str) -> list[str]:
+def backend_and_platform(text: str) -> tuple[str, str]:
+    """The ``backend`` and ``platform`` a corpus config names ("" where it names none)."""
     backend = re.search(r'^\s*backend:\s*"([^"]*)"', text, re.M)
     platform = re.search(r'^\s*platform:\s*"([^"]*)"', text, re.M)
-    backend = backend.group(1) if backend else ""
-    platform = platform.group(1) if platform else ""
+    return (backend.group(1) if backend else "", platform.group(1) if platform else "")
+
+
+def _default_layout(text: str) -> list[str]:
+    backend, platform = backend_and_platform(text)
     if platform == "ensemble":
         return ["1/"]
     filename = {"python": "model.py", "tensorrt": "model.plan", "pytorch": "model.pt"}.get(backend)
