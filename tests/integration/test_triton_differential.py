@@ -24,6 +24,7 @@ import pytest
 from corpus_harness import CorpusCase, backend_and_platform, cases, load_case, materialize
 from triton_anchor import LoadResult, TritonServer, unavailable_reason
 from tritonctl.repo_schema.diagnostics import Severity
+from tritonctl.repo_schema.repository import SPECIAL_SUBDIRS
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.repo_schema.validate import validate_paths
 
@@ -83,15 +84,17 @@ def _rounds(all_cases: list[CorpusCase]) -> list[list[CorpusCase]]:
     return [members for _, _, members in rounds]
 
 
-def _may_hang(case: CorpusCase) -> bool:
-    """Whether a model of the case has a directory without a ``.py`` file: for a python model
-    that load never ends, and Triton blocks every later load behind it."""
-    for text, layout in _models(case).values():
-        if layout is None or backend_and_platform(text)[1] == "ensemble":
+def _may_hang(case: CorpusCase, repository: Path) -> bool:
+    """Whether a non-ensemble model of the materialized case lacks its python model file in
+    a version directory: that load never ends, and Triton blocks every later load behind it."""
+    for name, (text, _) in _models(case).items():
+        if backend_and_platform(text)[1] == "ensemble" or not (repository / name).is_dir():
             continue
-        directories = {entry.split("/")[0] for entry in layout if "/" in entry}
-        if any(not any(e.startswith(f"{d}/") and e.endswith(".py") for e in layout) for d in directories):
-            return True
+        custom = re.search(r'^\s*default_model_filename:\s*"([^"]*)"', text, re.M)
+        filename = custom.group(1) if custom else "model.py"
+        for version in (repository / name).iterdir():
+            if version.is_dir() and version.name not in SPECIAL_SUBDIRS and not (version / filename).is_file():
+                return True
     return False
 
 
@@ -103,19 +106,20 @@ def _load_and_unload(server: TritonServer, case: CorpusCase) -> LoadResult:
 
 
 def _load_round(server: TritonServer, members: list[CorpusCase]) -> dict[str, LoadResult]:
-    for entry in server.repository.iterdir():
+    repository = server.repository
+    for entry in repository.iterdir():
         shutil.rmtree(entry)
     for case in members:
-        materialize(case, server.repository)
+        materialize(case, repository)
     # Models on their own load in parallel; ensembles (they share composing models) and the
     # cases that may hang go one by one afterwards, with a new server after each hang.
-    parallel = [case for case in members if not case.siblings and not _may_hang(case)]
+    parallel = [case for case in members if not case.siblings and not _may_hang(case, repository)]
     with ThreadPoolExecutor(LOAD_WORKERS) as pool:
         results = dict(zip((c.id for c in parallel), pool.map(lambda c: _load_and_unload(server, c), parallel)))
     if any(result.hung for result in results.values()):
         server.restart()  # the other loads running beside the hung one may have timed out for nothing
     later = [case for case in members if case.id not in results or results[case.id].hung]
-    for case in sorted(later, key=_may_hang):
+    for case in sorted(later, key=lambda c: _may_hang(c, repository)):
         results[case.id] = _load_and_unload(server, case)
         if results[case.id].hung:
             server.restart()
