@@ -44,13 +44,13 @@ STRICTER_THAN_TRITON: dict[str, str] = {}
 ModelFiles = tuple[str, tuple[str, ...] | None]  # config text, layout
 
 
+def _files(case: CorpusCase) -> ModelFiles:
+    return case.text, tuple(case.layout) if case.layout is not None else None
+
+
 def _models(case: CorpusCase) -> dict[str, ModelFiles]:
     """Every model directory the case writes: its own and its siblings'."""
-    models = {case.model: (case.text, tuple(case.layout) if case.layout is not None else None)}
-    for name, path in case.siblings:
-        sibling = load_case(path)
-        models[name] = (sibling.text, tuple(sibling.layout) if sibling.layout is not None else None)
-    return models
+    return {case.model: _files(case), **{name: _files(load_case(path)) for name, path in case.siblings}}
 
 
 def _servable(case: CorpusCase) -> bool:
