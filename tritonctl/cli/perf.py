@@ -45,9 +45,9 @@ def perf(
                                                       "localhost:8001 for grpc)."),
     protocol: Protocol = typer.Option(Protocol.http, "-i", "--protocol", help="http or grpc."),
     model_version: str = typer.Option("", "-x", "--model-version", help="Model version (default: the server's)."),
-    concurrency_range: str = typer.Option(None, "--concurrency-range", help="START:END:STEP requests in flight "
+    concurrency_range: str = typer.Option(None, "--concurrency-range", help="START[:END[:STEP]] requests in flight "
                                                                             "(default 1)."),
-    request_rate_range: str = typer.Option(None, "--request-rate-range", help="START:END:STEP requests per "
+    request_rate_range: str = typer.Option(None, "--request-rate-range", help="START[:END[:STEP]] requests per "
                                                                               "second, instead of concurrency."),
     request_distribution: Distribution = typer.Option(Distribution.constant, "--request-distribution",
                                                       help="Gaps between sends in request-rate mode."),
