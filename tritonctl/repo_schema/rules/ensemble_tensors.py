@@ -159,32 +159,30 @@ def _usable_step_configs(ctx, config) -> dict[int, object]:
 
 def _check_maps(ctx, index: int, step, model) -> bool:
     inputs = {i.name: i for i in model.input}
-    outputs = {o.name for o in model.output}
-    ok = True
-    for key in step.input_map:
-        if key not in inputs:
-            ok = False
-            close = difflib.get_close_matches(key, sorted(inputs), n=1)
-            ctx.report(UNKNOWN_MODEL_INPUT, f"step {index}: model '{step.model_name}' has no input '{key}'"
-                       f" (its inputs: {', '.join(sorted(inputs)) or 'none'})",
-                       STEP + (index, "input_map", key, "key"),
-                       hint=f"did you mean '{close[0]}'?" if close else
-                       "input_map keys are the model's input names, values are ensemble tensors")
+    ok = _known_keys(ctx, index, step, "input_map", inputs, UNKNOWN_MODEL_INPUT, "input")
     for name, entry in inputs.items():
         if name not in step.input_map and not entry.optional:
             ok = False
             ctx.report(UNMAPPED_MODEL_INPUT, f"step {index}: input '{name}' of model '{step.model_name}' "
                        "is not mapped to any ensemble tensor", STEP + (index, "model_name"),
                        hint=f"add input_map {{ key: \"{name}\" value: \"<ensemble tensor>\" }}")
-    for key in step.output_map:
-        if key not in outputs:
-            ok = False
-            close = difflib.get_close_matches(key, sorted(outputs), n=1)
-            ctx.report(UNKNOWN_MODEL_OUTPUT, f"step {index}: model '{step.model_name}' has no output '{key}'"
-                       f" (its outputs: {', '.join(sorted(outputs)) or 'none'})",
-                       STEP + (index, "output_map", key, "key"),
-                       hint=f"did you mean '{close[0]}'?" if close else
-                       "output_map keys are the model's output names, values are ensemble tensors")
+    outputs = {o.name for o in model.output}
+    return _known_keys(ctx, index, step, "output_map", outputs, UNKNOWN_MODEL_OUTPUT, "output") and ok
+
+
+def _known_keys(ctx, index: int, step, map_name: str, names, code: str, kind: str) -> bool:
+    """Every key of the step's input_map/output_map must name an input/output of its model."""
+    ok = True
+    for key in getattr(step, map_name):
+        if key in names:
+            continue
+        ok = False
+        close = difflib.get_close_matches(key, sorted(names), n=1)
+        ctx.report(code, f"step {index}: model '{step.model_name}' has no {kind} '{key}'"
+                   f" (its {kind}s: {', '.join(sorted(names)) or 'none'})",
+                   STEP + (index, map_name, key, "key"),
+                   hint=f"did you mean '{close[0]}'?" if close else
+                   f"{map_name} keys are the model's {kind} names, values are ensemble tensors")
     return ok
 
 
