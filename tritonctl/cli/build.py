@@ -11,6 +11,7 @@ from typing import Iterator
 import typer
 
 from tritonctl.cli.app import CliError, app
+from tritonctl.cli.generate import Kind
 
 
 class Format(str, enum.Enum):
@@ -24,12 +25,6 @@ class Precision(str, enum.Enum):
     bf16 = "bf16"
     int8 = "int8"
     fp8 = "fp8"
-
-
-class Kind(str, enum.Enum):
-    auto = "auto"
-    cpu = "cpu"
-    gpu = "gpu"
 
 
 HELP = """Build a model repository entry from an ONNX or PyTorch model.
