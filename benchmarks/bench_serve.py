@@ -1,13 +1,22 @@
-"""Throughput and latency of `tritonctl serve` against a naive per-request server and the
-in-process onnxruntime speed limit, with one load generator for every server.
+"""Throughput and latency of `tritonctl serve` against the real Triton, a naive per-request
+server and the in-process onnxruntime speed limit, with one load generator for every server.
 
-    python benchmarks/bench_serve.py                       # mlp, gRPC + HTTP binary, concurrency 1 8 32
-    python benchmarks/bench_serve.py --duration 15 --delay-us 0 --servers tritonctl
+    python benchmarks/bench_serve.py                       # mlp: tritonctl, real Triton, naive; gRPC + HTTP binary
+    python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --servers tritonctl triton
+    python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
 
-Each server runs in its own process; the load generator (asyncio, pre-serialized requests,
-no tritonclient in the loop so the client costs as little as possible) runs in this one.
-Reported per point: infer/s, p50/p99 latency, average batch size (from the server's
-statistics), server CPU in percent of one core and in microseconds per request.
+All servers run at once in their own processes (idle while another is measured) and every
+point is measured `--runs` times, servers taking turns, so slow drifts of this shared machine
+hit them alike; the tables show the median run. The load generator (asyncio, pre-serialized
+batch-1 requests, no tritonclient in the loop so the client costs as little as possible) runs
+in this process. Per point: infer/s, p50/p99 latency, average batch size (from the server's
+statistics), server CPU (its whole process tree) in percent of one core and in microseconds per
+request, and for tritonctl the CPU of its event-loop thread per request: the front end's cost.
+
+The real Triton is the one `../shared/anchors/setup_triton.sh` installs (CPU, Python backend
+only); it serves the same mlp.onnx through the anchor's `python_onnx_model` with the same
+batching settings. The embedder comes from `../shared/models/make_models.py` (cached under
+~/.cache/tritonctl/bench-models).
 """
 
 from __future__ import annotations
@@ -16,20 +25,28 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
-import struct
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonctl" / "bench-models"
+TRITON_HOME = Path(os.environ.get("TRITON_HOME", Path.home() / ".cache" / "tritonctl-anchor" / "triton_env"))
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+EMBEDDER_SEQ = 32
 
+
+# ---- models -------------------------------------------------------------------------------------
 
 def build_mlp(path: Path) -> None:
     """256 -> 1024 -> 1024 -> 256 (Gemm+Relu, Gemm+Relu, Gemm), dynamic batch: the anchor's mlp."""
@@ -56,9 +73,32 @@ def build_mlp(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def mlp_repository(root: Path, delay_us: int) -> Path:
-    build_mlp(root / "mlp" / "1" / "model.onnx")
-    (root / "mlp" / "config.pbtxt").write_text(f"""name: "mlp"
+def embedder_onnx() -> Path:
+    """The BERT-like embedder of ../shared/models, exported once and cached."""
+    path = CACHE / "embedder.onnx"
+    if not path.is_file():
+        sys.path.insert(0, str(SHARED / "models"))
+        import make_models
+
+        CACHE.mkdir(parents=True, exist_ok=True)
+        print("exporting the embedder with ../shared/models/make_models.py (once, about a minute)", flush=True)
+        make_models.generated_models(CACHE)
+    return path
+
+
+@dataclass
+class Workload:
+    name: str
+    onnx: Path
+    request: dict[str, np.ndarray]  # one batch-1 request
+    outputs: list[str]
+    config: str  # tritonctl's config.pbtxt
+
+
+def mlp_workload(root: Path, delay_us: int) -> Workload:
+    onnx_path = root / "mlp.onnx"
+    build_mlp(onnx_path)
+    config = f"""name: "mlp"
 backend: "onnxruntime"
 max_batch_size: 64
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
@@ -66,57 +106,98 @@ output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 parameters [ {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
-""")
+"""
+    row = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+    return Workload("mlp", onnx_path, {"INPUT0": row}, ["OUTPUT0"], config)
+
+
+def embedder_workload(delay_us: int) -> Workload:
+    config = f"""name: "embedder"
+backend: "onnxruntime"
+max_batch_size: 16
+input [ {{ name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] }},
+        {{ name: "attention_mask" data_type: TYPE_INT64 dims: [ -1 ] }} ]
+output [ {{ name: "last_hidden_state" data_type: TYPE_FP32 dims: [ -1, 768 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+"""
+    rng = np.random.default_rng(1)
+    request = {"input_ids": rng.integers(0, 30522, (1, EMBEDDER_SEQ), dtype=np.int64),
+               "attention_mask": np.ones((1, EMBEDDER_SEQ), dtype=np.int64)}
+    return Workload("embedder", embedder_onnx(), request, ["last_hidden_state"], config)
+
+
+def write_repository(root: Path, workload: Workload) -> Path:
+    model_dir = root / workload.name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(workload.onnx, model_dir / "1" / "model.onnx")
+    (model_dir / "config.pbtxt").write_text(workload.config)
     return root
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def write_triton_repository(root: Path, workload: Workload, delay_us: int) -> Path:
+    """The anchor's python_onnx_model serving the same mlp.onnx, renamed to the same model name."""
+    anchor = SHARED / "anchors" / "python_onnx_model"
+    model_dir = root / workload.name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(anchor / "1" / "model.py", model_dir / "1" / "model.py")
+    shutil.copyfile(workload.onnx, model_dir / "1" / "mlp.onnx")
+    config = (anchor / "config.pbtxt").read_text().replace('name: "onnx_mlp"', f'name: "{workload.name}"')
+    (model_dir / "config.pbtxt").write_text(config.replace("max_queue_delay_microseconds: 2000",
+                                                           f"max_queue_delay_microseconds: {delay_us}"))
+    return root
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+def in_process_limit(workload: Workload, batches: tuple[int, ...], seconds: float) -> dict[int, float]:
+    """Rows per second of onnxruntime called directly (default threads), per batch size."""
+    import onnxruntime as ort
 
-
-def wait_ready(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status == 200:
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"no server became ready on port {port}")
+    session = ort.InferenceSession(str(workload.onnx), providers=["CPUExecutionProvider"])
+    result = {}
+    for batch in batches:
+        feed = {name: np.repeat(data, batch, axis=0) for name, data in workload.request.items()}
+        session.run(None, feed)
+        rows, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            session.run(None, feed)
+            rows += batch
+        result[batch] = rows / (time.perf_counter() - start)
+    return result
 
 
 # ---- requests, pre-serialized once ------------------------------------------------------------
 
-def grpc_request_bytes(model: str, row: np.ndarray) -> bytes:
+DATATYPES = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
+
+
+def grpc_request_bytes(workload: Workload) -> bytes:
     from tritonclient.grpc import service_pb2
 
-    message = service_pb2.ModelInferRequest(model_name=model)
-    message.inputs.add(name="INPUT0", datatype="FP32", shape=list(row.shape))
-    message.outputs.add(name="OUTPUT0")
-    message.raw_input_contents.append(row.tobytes())
+    message = service_pb2.ModelInferRequest(model_name=workload.name)
+    for name, data in workload.request.items():
+        message.inputs.add(name=name, datatype=DATATYPES[data.dtype], shape=list(data.shape))
+        message.raw_input_contents.append(data.tobytes())
+    for name in workload.outputs:
+        message.outputs.add(name=name)
     return message.SerializeToString()
 
 
-def http_request_bytes(model: str, row: np.ndarray) -> bytes:
-    header = json.dumps({"inputs": [{"name": "INPUT0", "shape": list(row.shape), "datatype": "FP32",
-                                     "parameters": {"binary_data_size": row.nbytes}}],
-                         "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
-    body = header + row.tobytes()
-    return (f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
-            f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+def http_request_bytes(workload: Workload) -> bytes:
+    header = json.dumps({
+        "inputs": [{"name": name, "shape": list(data.shape), "datatype": DATATYPES[data.dtype],
+                    "parameters": {"binary_data_size": data.nbytes}} for name, data in workload.request.items()],
+        "outputs": [{"name": name, "parameters": {"binary_data": True}} for name in workload.outputs]}).encode()
+    body = header + b"".join(data.tobytes() for data in workload.request.values())
+    return (f"POST /v2/models/{workload.name}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/octet-stream\r\nInference-Header-Content-Length: {len(header)}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
 async def grpc_worker(port: int, payload: bytes, stop_at: float, latencies: list) -> None:
     import grpc
 
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    options = [("grpc.max_receive_message_length", 1 << 30)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
         call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
         while time.perf_counter() < stop_at:
             start = time.perf_counter()
@@ -125,9 +206,8 @@ async def grpc_worker(port: int, payload: bytes, stop_at: float, latencies: list
 
 
 async def http_worker(port: int, payload: bytes, stop_at: float, latencies: list) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    sock = writer.get_extra_info("socket")
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         while time.perf_counter() < stop_at:
             start = time.perf_counter()
@@ -151,7 +231,7 @@ async def load(protocol: str, port: int, payload: bytes, concurrency: int, secon
     return latencies
 
 
-def run_point(protocol: str, port: int, payload: bytes, concurrency: int, seconds: float) -> list[float]:
+def run_load(protocol: str, port: int, payload: bytes, concurrency: int, seconds: float) -> list[float]:
     try:
         import uvloop
 
@@ -161,28 +241,107 @@ def run_point(protocol: str, port: int, payload: bytes, concurrency: int, second
     return runner(load(protocol, port, payload, concurrency, seconds))
 
 
-def model_counts(http_port: int) -> tuple[int, int] | None:
-    try:
-        stats = json.load(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/mlp/stats", timeout=5))
-    except OSError:
-        return None
-    entry = stats["model_stats"][0]
-    return int(entry["inference_count"]), int(entry["execution_count"])
-
-
 # ---- servers ------------------------------------------------------------------------------------
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stat_fields(pid: int | str, task: str | None = None) -> list[str]:
+    path = f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat"
+    return Path(path).read_text().rsplit(")", 1)[1].split()
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and all its descendants (Triton's Python backend stubs included)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat_fields(entry.name)[1])
+            except (OSError, IndexError):
+                continue
+    tree, grew = {pid}, True
+    while grew:
+        grown = {child for child, parent in parents.items() if parent in tree}
+        grew = not grown <= tree
+        tree |= grown
+    total = 0.0
+    for member in tree:
+        try:
+            fields = _stat_fields(member)
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+    return total
+
+
+def thread_cpu_seconds(pid: int) -> float:
+    fields = _stat_fields(pid, str(pid))
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+
+
+def wait_ready(port: int, process: subprocess.Popen | None = None, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before it was ready")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"no server became ready on port {port}")
+
+
 class Server:
-    def __init__(self, name: str, command: list[str], http_port: int, grpc_port: int | None):
-        self.name, self.http_port, self.grpc_port = name, http_port, grpc_port
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        wait_ready(http_port)
+    """A server process on free ports; ``pid`` is the one whose process tree is charged."""
+
+    def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int):
+        self.name, self.model = name, workload.name
+        self.http_port, self.grpc_port = free_port(), free_port()
+        self.process: subprocess.Popen | None = None
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        if name == "tritonctl":
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload)),
+                 "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            self.pid = self.process.pid
+        elif name == "naive":
+            self.grpc_port = None
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "benchmarks" / "naive_server.py"), str(workload.onnx), str(self.http_port)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            self.pid = self.process.pid
+        elif name == "triton":
+            repo = write_triton_repository(repo, workload, delay_us)
+            out = subprocess.run(["bash", str(SHARED / "anchors" / "run_triton.sh"), str(repo), str(self.http_port),
+                                  str(self.grpc_port), str(free_port())], capture_output=True, text=True, check=True)
+            self.pid = int(out.stdout.strip().splitlines()[-1])
+        else:
+            raise ValueError(name)
+        wait_ready(self.http_port, self.process)
 
     def port(self, protocol: str) -> int | None:
         return self.http_port if protocol == "http" else self.grpc_port
 
+    def counts(self) -> tuple[int, int] | None:
+        """(inference_count, execution_count) from the statistics endpoint."""
+        try:
+            url = f"http://127.0.0.1:{self.http_port}/v2/models/{self.model}/stats"
+            entry = json.load(urllib.request.urlopen(url, timeout=5))["model_stats"][0]
+        except (OSError, KeyError, IndexError, ValueError):
+            return None
+        return int(entry["inference_count"]), int(entry["execution_count"])
+
     def stop(self) -> None:
+        if self.process is None:
+            subprocess.run(["bash", str(SHARED / "anchors" / "stop_triton.sh"), str(self.http_port)],
+                           capture_output=True)
+            return
         self.process.terminate()
         try:
             self.process.wait(30)
@@ -190,80 +349,127 @@ class Server:
             self.process.kill()
 
 
-def start_server(name: str, repo: Path) -> Server:
-    http_port = free_port()
-    if name == "tritonctl":
-        grpc_port = free_port()
-        return Server(name, [sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", str(http_port),
-                             "--grpc-port", str(grpc_port), "--metrics-port", "-1"], http_port, grpc_port)
-    if name == "naive":
-        return Server(name, [sys.executable, str(ROOT / "benchmarks" / "naive_server.py"),
-                             str(repo / "mlp" / "1" / "model.onnx"), str(http_port)], http_port, None)
-    raise ValueError(name)
+def triton_available() -> bool:
+    return (TRITON_HOME / "triton_env.sh").is_file() and (SHARED / "anchors" / "run_triton.sh").is_file()
 
 
-def in_process_limit(model: Path, seconds: float) -> dict[int, float]:
-    import onnxruntime as ort
+# ---- measuring ----------------------------------------------------------------------------------
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    result = {}
-    for batch in (1, 64):
-        x = np.random.default_rng(0).standard_normal((batch, 256)).astype(np.float32)
-        rows, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            session.run(None, {"INPUT0": x})
-            rows += batch
-        result[batch] = rows / (time.perf_counter() - start)
-    return result
+@dataclass
+class Point:
+    throughput: float
+    p50_ms: float
+    p99_ms: float
+    avg_batch: float
+    cpu_percent: float
+    cpu_us: float
+    loop_us: float | None  # tritonctl's event-loop thread
+
+
+def measure(server: Server, protocol: str, payload: bytes, concurrency: int, seconds: float,
+            warmup: float) -> Point:
+    port = server.port(protocol)
+    run_load(protocol, port, payload, concurrency, warmup)
+    counts_before = server.counts()
+    loop_before = thread_cpu_seconds(server.pid) if server.name == "tritonctl" else 0.0
+    cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
+    latencies = run_load(protocol, port, payload, concurrency, seconds)
+    elapsed = time.perf_counter() - start
+    cpu = tree_cpu_seconds(server.pid) - cpu_before
+    loop = thread_cpu_seconds(server.pid) - loop_before if server.name == "tritonctl" else None
+    counts_after = server.counts()
+    batch = float("nan")
+    if counts_before and counts_after and counts_after[1] > counts_before[1]:
+        batch = (counts_after[0] - counts_before[0]) / (counts_after[1] - counts_before[1])
+    elif server.name == "naive":
+        batch = 1.0
+    latencies.sort()
+    count = len(latencies)
+    return Point(count / elapsed, latencies[count // 2] * 1e3, latencies[int(count * 0.99)] * 1e3, batch,
+                 cpu / elapsed * 100, cpu / count * 1e6, None if loop is None else loop / count * 1e6)
+
+
+def median_point(points: list[Point]) -> Point:
+    """The run with the median throughput (its latencies belong to the same run)."""
+    return sorted(points, key=lambda p: p.throughput)[len(points) // 2]
+
+
+def row(server: str, protocol: str, concurrency: int, point: Point, runs: list[Point]) -> str:
+    spread = f"{min(p.throughput for p in runs):,.0f}-{max(p.throughput for p in runs):,.0f}"
+    loop = "" if point.loop_us is None else f"{point.loop_us:.0f}"
+    return (f"| {server} | {protocol} | {concurrency} | {point.throughput:,.0f} | {spread} | {point.p50_ms:.2f} | "
+            f"{point.p99_ms:.2f} | {point.avg_batch:.2f} | {point.cpu_percent:.0f} | {point.cpu_us:.0f} | {loop} |")
+
+
+def compare(results: dict, base: str, other: str, protocols: list[str], concurrencies: list[int]) -> None:
+    print(f"\n{base} against {other} (median runs):\n")
+    print(f"| protocol | concurrency | infer/s ratio | p50 ms {base} / {other} | p99 ms {base} / {other} |")
+    print("|---|---|---|---|---|")
+    for protocol in protocols:
+        for concurrency in concurrencies:
+            mine, theirs = results.get((base, protocol, concurrency)), results.get((other, protocol, concurrency))
+            if mine and theirs:
+                print(f"| {protocol} | {concurrency} | {mine.throughput / theirs.throughput:.2f}x | "
+                      f"{mine.p50_ms:.2f} / {theirs.p50_ms:.2f} | {mine.p99_ms:.2f} / {theirs.p99_ms:.2f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["mlp", "embedder"], default="mlp")
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per measured point")
     parser.add_argument("--warmup", type=float, default=1.5)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
+    parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
-    parser.add_argument("--servers", nargs="+", default=["tritonctl", "naive"], choices=["tritonctl", "naive"])
-    parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the mlp model")
+    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "triton", "naive"],
+                        help="default: tritonctl, triton (when installed) and naive for mlp; tritonctl for embedder")
+    parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
     args = parser.parse_args()
+    concurrencies = args.concurrency or ([1, 8, 32] if args.model == "mlp" else [4, 16, 32])
+    servers = args.servers or (["tritonctl", "naive"] + (["triton"] if triton_available() else [])
+                               if args.model == "mlp" else ["tritonctl"])
+    if "triton" in servers and args.model != "mlp":
+        parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
 
     with tempfile.TemporaryDirectory() as tmp:
-        repo = mlp_repository(Path(tmp) / "repo", args.delay_us)
-        limit = in_process_limit(repo / "mlp" / "1" / "model.onnx", 2.0)
-        print(f"in-process onnxruntime (2 threads): batch 1 {limit[1]:,.0f} rows/s, batch 64 {limit[64]:,.0f} rows/s")
-        row = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
-        payloads = {"grpc": grpc_request_bytes("mlp", row), "http": http_request_bytes("mlp", row)}
-        print(f"\nmlp, batch-1 requests, max_queue_delay {args.delay_us} us, {args.duration:g} s per point\n")
-        print("| server | protocol | concurrency | infer/s | p50 ms | p99 ms | avg batch | server CPU % | "
-              "server CPU us/req |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for name in args.servers:
-            server = start_server(name, repo)
-            try:
-                for protocol in args.protocols:
-                    port = server.port(protocol)
-                    if port is None:
-                        continue
-                    for concurrency in args.concurrency:
-                        run_point(protocol, port, payloads[protocol], concurrency, args.warmup)
-                        counts_before = model_counts(server.http_port)
-                        cpu_before, start = cpu_seconds(server.process.pid), time.perf_counter()
-                        latencies = run_point(protocol, port, payloads[protocol], concurrency, args.duration)
-                        elapsed = time.perf_counter() - start
-                        cpu = cpu_seconds(server.process.pid) - cpu_before
-                        counts_after = model_counts(server.http_port)
-                        batch = "1.00"
-                        if counts_before and counts_after and counts_after[1] > counts_before[1]:
-                            batch = f"{(counts_after[0] - counts_before[0]) / (counts_after[1] - counts_before[1]):.2f}"
-                        latencies.sort()
-                        count = len(latencies)
-                        print(f"| {name} | {protocol} | {concurrency} | {count / elapsed:,.0f} | "
-                              f"{latencies[count // 2] * 1e3:.2f} | {latencies[int(count * 0.99)] * 1e3:.2f} | {batch} | "
-                              f"{cpu / elapsed * 100:.0f} | {cpu / count * 1e6:.0f} |", flush=True)
-            finally:
+        workload = mlp_workload(Path(tmp), args.delay_us) if args.model == "mlp" else embedder_workload(args.delay_us)
+        batches = (1, 64) if args.model == "mlp" else (1, 4, 16)
+        limit = in_process_limit(workload, batches, 2.0 if args.model == "mlp" else 6.0)
+        print(f"in-process onnxruntime on {args.model} (default threads): "
+              + ", ".join(f"batch {b} {v:,.1f} rows/s" for b, v in limit.items()))
+        payloads = {"grpc": grpc_request_bytes(workload), "http": http_request_bytes(workload)}
+        print(f"\n{args.model}, batch-1 requests, max_queue_delay {args.delay_us} us, {args.duration:g} s per point, "
+              f"median of {args.runs} runs\n")
+        print("| server | protocol | concurrency | infer/s | range | p50 ms | p99 ms | avg batch | server CPU % | "
+              "server CPU us/req | event loop us/req |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        started = []
+        try:
+            for name in servers:
+                started.append(Server(name, Path(tmp) / f"repo-{name}", workload, args.delay_us))
+            results: dict[tuple[str, str, int], Point] = {}
+            for protocol in args.protocols:
+                for concurrency in concurrencies:
+                    runs: dict[str, list[Point]] = {s.name: [] for s in started if s.port(protocol)}
+                    for _ in range(args.runs):
+                        for server in started:
+                            if server.port(protocol):
+                                runs[server.name].append(measure(server, protocol, payloads[protocol], concurrency,
+                                                                 args.duration, args.warmup))
+                    for name, points in runs.items():
+                        results[(name, protocol, concurrency)] = median_point(points)
+                        print(row(name, protocol, concurrency, results[(name, protocol, concurrency)], points),
+                              flush=True)
+        finally:
+            for server in started:
                 server.stop()
+        for other in [s for s in servers if s != "tritonctl"]:
+            compare(results, "tritonctl", other, args.protocols, concurrencies)
+        if args.model == "mlp":
+            return
+        best = max(p.throughput for (name, _, _), p in results.items() if name == "tritonctl")
+        print(f"\nspeed limit: tritonctl's best {best:,.1f} infer/s against in-process onnxruntime's best "
+              f"{max(limit.values()):,.1f} rows/s = {best / max(limit.values()):.2f}x")
 
 
 if __name__ == "__main__":
