@@ -175,12 +175,24 @@ def _report_unreadable(ctx, exc: Exception, file: Path) -> None:
                hint="re-export the model file (a truncated copy or a Git LFS pointer is a common cause)")
 
 
-def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, batching: bool) -> None:
+def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, batching: bool,
+                       batch_outputs: frozenset[str] = frozenset()) -> None:
     model_file = "the ONNX model"
     if tensor.data_type and entry.data_type and data_type_name(entry.data_type) != tensor.data_type:
         ctx.report(DTYPE, f"{side} '{entry.name}': config.pbtxt says {data_type_name(entry.data_type)} but "
                    f"{model_file} declares {tensor.source_type}", (side, index, "data_type"),
                    hint=f"change data_type to {tensor.data_type}, or cast in the model")
+    if side == "input" and entry.allow_ragged_batch:
+        # ONNX Runtime hands a ragged input over as one 1-D tensor of the whole batch's elements.
+        if tensor.ranked and tuple(tensor.dims) != (-1,):
+            ctx.report(SHAPE, f"input '{entry.name}' allows ragged batches, which ONNX Runtime passes as one 1-D "
+                       f"tensor, but {model_file}'s shape is {_fmt(tensor.dims)}: configuration expects model "
+                       "provides input with shape [-1]", _shape_path(entry, side, index),
+                       hint="export the input with the single dynamic shape [-1]; batch_input tensors tell the "
+                            "model where each request's elements are")
+        return
+    if side == "output" and entry.name in batch_outputs:
+        return  # a batch output's shape comes from its source input, not from dims (Triton skips it too)
     if not tensor.ranked or (batching and (not tensor.dims or tensor.dims[0] != -1)):
         return  # no shape to compare, or reported as ORT04
     shape = _shape_of(entry)
@@ -246,7 +258,8 @@ def check_onnx_io(ctx, io: ModelIO) -> None:
                            f"{', '.join(allowed) or 'none'}", (side, index, "name"),
                            hint=f"did you mean '{close[0]}'?" if close else f"use one of the model's {side} names")
                 continue
-            _check_onnx_tensor(ctx, side, index, entry, tensor, batching)
+            _check_onnx_tensor(ctx, side, index, entry, tensor, batching,
+                               frozenset(n for b in config.batch_output for n in b.target_name))
     expected = _expected_input_count(config)
     if expected != len(io.inputs):
         covered = _covered_input_names(config)
