@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
 
@@ -31,6 +32,8 @@ class ServeOptions:
     exit_timeout_secs: float = 30.0
     model_config_name: str | None = None
     http_max_input_size: int = 1 << 26
+    # tritonserver's --cache-config values, e.g. ["local,size=1048576"]; empty: no response cache
+    cache_config: list[str] = field(default_factory=list)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -62,8 +65,10 @@ def _uvicorn_server(app, options: ServeOptions):
 class ServerRuntime:
     def __init__(self, options: ServeOptions):
         self.options = options
+        cache_bytes = parse_cache_config(options.cache_config)  # CacheConfigError (a ValueError) when bad
+        self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
         self.manager = ModelManager(options.repository, options.control_mode, options.model_config_name,
-                                    options.strict_readiness, options.exit_timeout_secs)
+                                    options.strict_readiness, options.exit_timeout_secs, self.response_cache)
         self.server = InferenceServer(self.manager)
         self.http_port: int | None = None
         self.grpc_port: int | None = None

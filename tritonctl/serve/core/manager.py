@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.repository import model_dirs, version_dirs
 from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
@@ -73,8 +74,10 @@ def fingerprint(model_dir: Path) -> tuple:
 
 class ModelManager:
     def __init__(self, repository: Path, control_mode: str = "none", config_name: str | None = None,
-                 strict_readiness: bool = True, drain_timeout_s: float = 30.0):
+                 strict_readiness: bool = True, drain_timeout_s: float = 30.0,
+                 response_cache: ResponseCache | None = None):
         self.repository = repository
+        self.response_cache = response_cache  # the server's cache, shared by every model
         self.control_mode = control_mode
         self.config_name = config_name
         self.strict_readiness = strict_readiness
@@ -144,7 +147,7 @@ class ModelManager:
 
                         entry.versions[version] = EnsembleVersion(config, version, model_dir, self.get)
                     else:
-                        entry.versions[version] = ModelVersion.load(config, version, model_dir)
+                        entry.versions[version] = ModelVersion.load(config, version, model_dir, self.response_cache)
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:

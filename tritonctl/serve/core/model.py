@@ -11,8 +11,10 @@ import numpy as np
 from tritonctl.repo_schema.schema import wire_datatype
 from tritonctl.serve.backends.base import (BackendLoadError, InstanceSpec, ModelInstance, RequestBackend,
                                            create_backend)
+from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
+from tritonctl.serve.core.ragged import RaggedLayout
 from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
@@ -48,8 +50,13 @@ def instance_specs(config) -> list[InstanceSpec]:
 class ModelVersion:
     """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
 
-    def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance]):
+    def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance],
+                 response_cache: ResponseCache | None = None):
         self._describe(config, version, model_dir, instances)
+        if config.response_cache.enable and not config.HasField("sequence_batching") \
+                and not config.model_transaction_policy.decoupled:
+            self.response_cache = response_cache  # None when the server has no cache: served uncached
+            self.stats.cache_enabled = response_cache is not None
         self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
                                    self.stats)
 
@@ -70,9 +77,12 @@ class ModelVersion:
                        if spec.label_file}
         self.instances = instances
         self.stats = ModelStats(self.name, self.version_str)
+        self.ragged = RaggedLayout(config)
+        self.response_cache: ResponseCache | None = None
 
     @classmethod
-    def load(cls, config, version: int, model_dir: Path) -> "ModelVersion":
+    def load(cls, config, version: int, model_dir: Path,
+             response_cache: ResponseCache | None = None) -> "ModelVersion":
         version_dir = model_dir / str(version)
         instances: list[ModelInstance] = []
         try:
@@ -82,7 +92,7 @@ class ModelVersion:
             for instance in instances:
                 instance.close()
             raise
-        return cls(config, version, model_dir, instances)
+        return cls(config, version, model_dir, instances, response_cache)
 
     # ---- request checks ---------------------------------------------------------------------
     def prepare(self, request: InferRequest) -> None:
@@ -125,10 +135,13 @@ class ModelVersion:
 
     # ---- execution (instance worker thread) ---------------------------------------------------
     def _model_input(self, name: str, arrays: list[np.ndarray], total: int) -> np.ndarray:
-        data = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
         spec = self.inputs[name]
-        if spec.reshape is not None:
-            data = data.reshape(([total] if self.max_batch_size > 0 else []) + spec.reshape)
+        if name in self.ragged.inputs:
+            data = self.ragged.model_input(arrays)  # 1-D, every request's elements in turn
+        else:
+            data = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+            if spec.reshape is not None:
+                data = data.reshape(([total] if self.max_batch_size > 0 else []) + spec.reshape)
         if spec.datatype == "BYTES":
             data = data.astype(object)
         return data
@@ -142,6 +155,8 @@ class ModelVersion:
         try:
             names = batch[0].inputs.keys()
             inputs = {n: self._model_input(n, [r.inputs[n].data for r in batch], total) for n in names}
+            if self.ragged.batch_inputs:
+                inputs.update(self.ragged.batch_input_tensors(batch))
             wanted = self._wanted_outputs(batch)
             computed = time.monotonic_ns()
             produced = instance.execute(inputs, wanted)
@@ -166,12 +181,16 @@ class ModelVersion:
         return [n for n in self.all_outputs if n in names]
 
     def _split(self, batch: list[InferRequest], produced: dict[str, np.ndarray]) -> list[InferResponse]:
+        scattered = {n: self.ragged.scatter(n, d, batch) for n, d in produced.items()
+                     if n in self.ragged.scatter_outputs}
         responses = []
         offset = 0
-        for request in batch:
+        for index, request in enumerate(batch):
             mine = produced
             if self.max_batch_size > 0 and len(batch) > 1:
                 mine = {n: d[offset:offset + request.batch_size] for n, d in produced.items()}
+            if scattered:
+                mine = {**mine, **{n: pieces[index] for n, pieces in scattered.items()}}
             responses.append(self._response(request, mine, strict=True))
             offset += request.batch_size
         return responses
@@ -190,7 +209,7 @@ class ModelVersion:
                     raise internal(f"model '{self.name}' did not produce output '{name}'")
                 continue
             spec = self.outputs[name]
-            if spec.reshape is not None:
+            if spec.reshape is not None and name not in self.ragged.scatter_outputs:
                 data = data.reshape(([request.batch_size] if self.max_batch_size > 0 else [])
                                     + [d for d in spec.dims[1 if self.max_batch_size > 0 else 0:]])
             if top_n:
@@ -232,6 +251,9 @@ class ModelVersion:
             request.finish(None, error)
 
     def enqueue(self, request: InferRequest) -> None:
+        """Queue ``request``, unless the response cache answers it at once."""
+        if self.response_cache is not None and serve_from_cache(self.response_cache, self, request):
+            return
         self.scheduler.enqueue(request)
 
     def stop(self, timeout_s: float | None = None) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from tritonctl.serve.core.errors import ServeError, Status, unavailable
+from tritonctl.serve.core.ordering import OrderedCompletions
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import InferRequest
 
@@ -49,6 +50,8 @@ class BatchingOptions:
     default_priority_level: int = 0
     default_policy: QueuePolicy = QueuePolicy()
     level_policies: tuple[tuple[int, QueuePolicy], ...] = ()
+    ragged_inputs: frozenset[str] = frozenset()  # allow_ragged_batch: any shape may join a batch
+    preserve_ordering: bool = False
 
     @classmethod
     def from_config(cls, config) -> "BatchingOptions":
@@ -66,6 +69,8 @@ class BatchingOptions:
             default_priority_level=db.default_priority_level if db.priority_levels else 0,
             default_policy=QueuePolicy.from_proto(db.default_queue_policy),
             level_policies=tuple((level, QueuePolicy.from_proto(p)) for level, p in db.priority_queue_policy.items()),
+            ragged_inputs=frozenset(t.name for t in config.input if t.allow_ragged_batch),
+            preserve_ordering=db.preserve_ordering,
         )
 
 
@@ -101,6 +106,7 @@ class Scheduler:
         self._accepting = True
         self._stopping = False
         self._busy = 0
+        self._ordering = OrderedCompletions() if options.preserve_ordering else None
         self._workers = [threading.Thread(target=self._work, args=(inst,), daemon=True,
                                           name=f"{model}-instance-{i}") for i, inst in enumerate(instances)]
         for worker in self._workers:
@@ -166,11 +172,12 @@ class Scheduler:
         self._queued -= len(failed)
         return failed
 
-    @staticmethod
-    def _shape_key(request: InferRequest) -> tuple:
-        # Every input's shape must match; ragged batching (allow_ragged_batch) is not done yet,
-        # so such inputs are batched only with requests of the same shape.
-        return tuple(sorted((name, t.data.shape[1:]) for name, t in request.inputs.items()))
+    def _shape_key(self, request: InferRequest) -> tuple:
+        """Requests share a batch when they carry the same inputs (optional ones included) and
+        every input but the ragged ones has the same shape."""
+        ragged = self.options.ragged_inputs
+        return tuple(sorted((name, None if name in ragged else t.data.shape[1:])
+                            for name, t in request.inputs.items()))
 
     def _form_batch(self, now: int) -> tuple[list[InferRequest] | None, float | None]:
         """(batch, None) to run now, or (None, seconds to wait before looking again)."""
@@ -239,6 +246,9 @@ class Scheduler:
                 batch, wait_s = self._form_batch(now)
                 if batch is not None:
                     self._remove(batch)
+                    if self._ordering is not None:
+                        for request in batch:
+                            self._ordering.hold(request)
                     self._busy += 1
                     if self._queued:
                         self._cond.notify()
@@ -263,6 +273,13 @@ class Scheduler:
                 with self._cond:
                     self._busy -= 1
                     self._cond.notify_all()
+
+    def hold_in_order(self, request: InferRequest) -> None:
+        """With preserve_ordering, make ``request`` (answered without queueing: a cache hit)
+        wait for the requests already taken from the queue, as Triton does."""
+        if self._ordering is not None:
+            with self._cond:
+                self._ordering.hold(request)
 
     # ---- lifecycle ------------------------------------------------------------------------------
     @property

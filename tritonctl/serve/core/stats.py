@@ -36,6 +36,7 @@ class ModelStats:
     batches: dict[int, tuple[Duration, Duration, Duration]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count (REJECTED, CANCELED, BACKEND, OTHER)
     pending: int = 0  # requests queued, not yet executing
+    cache_enabled: bool = False  # the model uses the server's response cache (its metrics exist)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record_execution(self, batch_requests: int, batch_size: int, input_ns: int, infer_ns: int,
@@ -59,6 +60,20 @@ class ModelStats:
         with self._lock:
             self.phases["fail"].add(request_ns)
             self.failures[reason] = self.failures.get(reason, 0) + 1
+
+    def record_cache_hit(self, request_ns: int, queue_ns: int, lookup_ns: int) -> None:
+        """A response cache hit: a success with its (short) queue time, no execution (B.7)."""
+        with self._lock:
+            self.phases["success"].add(request_ns)
+            self.phases["queue"].add(queue_ns)
+            self.phases["cache_hit"].add(lookup_ns)
+
+    def record_cache_miss(self, lookup_and_insert_ns: int) -> None:
+        """A miss whose response was stored: its lookup and insert time also lengthen the
+        request's duration, as in Triton (the success itself was recorded by the execution)."""
+        with self._lock:
+            self.phases["success"].ns += lookup_and_insert_ns
+            self.phases["cache_miss"].add(lookup_and_insert_ns)
 
     def add_pending(self, delta: int) -> None:
         with self._lock:

@@ -24,6 +24,15 @@ COUNTERS = [
      "(does not include cached requests)", lambda s: s.phases["compute_output"].ns // 1000),
 ]
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+# Only for models that use the response cache, as in Triton.
+CACHE_COUNTERS = [
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", lambda s: s.phases["cache_hit"].count),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", lambda s: s.phases["cache_miss"].count),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds",
+     lambda s: s.phases["cache_hit"].ns // 1000),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
+     lambda s: s.phases["cache_miss"].ns // 1000),
+]
 
 
 def _escape(value: str) -> str:
@@ -49,6 +58,10 @@ def exposition(manager: ModelManager) -> bytes:
     lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
               "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
     lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
+    cached = [s for s in stats if s.cache_enabled]
+    for name, help_text, value in CACHE_COUNTERS if cached else ():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+        lines += [f"{name}{labels(s)} {value(s)}" for s in cached]
     return ("\n".join(lines) + "\n").encode()
 
 
