@@ -140,6 +140,43 @@ class OnnxRuntimeBackend(Backend):
                         f"{kind} '{tensor.name}', model provides {provided}")
         self._string_outputs = {o.name for o in self.session.get_outputs() if o.type == "tensor(string)"}
         self._string_inputs = {i.name for i in self.session.get_inputs() if i.type == "tensor(string)"}
+        if config.HasField("sequence_batching"):
+            self._check_sequence_io()
+
+    def _check_sequence_io(self) -> None:
+        """Sequence controls and implicit states are model inputs (and outputs) the server fills,
+        checked as Triton's onnxruntime backend does."""
+        from tritonctl.repo_schema.schema import data_type_name
+        from tritonctl.serve.core.sequence_state import read_controls
+
+        config = self.config
+        inputs = {t.name: t for t in self.session.get_inputs()}
+        outputs = {t.name: t for t in self.session.get_outputs()}
+        for control in read_controls(config):
+            found = inputs.get(control.name)
+            if found is None:
+                raise BackendLoadError(f"configuration specified sequence control '{control.name}', but model does "
+                                       "not provide that input")
+            dims = [d if isinstance(d, int) else -1 for d in found.shape[1 if config.max_batch_size > 0 else 0:]]
+            if dims != [1]:
+                raise BackendLoadError(f"unable to load model '{config.name}', sequence control '{control.name}' in "
+                                       f"model has dims [{','.join(map(str, dims))}] but dims [1] is expected")
+            provided = ORT_TO_TRITON.get(found.type, found.type)
+            if provided != control.config_type:
+                raise BackendLoadError(f"unable to load model '{config.name}', sequence control '{control.name}', "
+                                       f"the model expects data-type {provided} but the model configuration "
+                                       f"specifies data-type {control.config_type}")
+        for state in config.sequence_batching.state:
+            for kind, name, tensors in (("input", state.input_name, inputs), ("output", state.output_name, outputs)):
+                found = tensors.get(name)
+                if found is None:
+                    raise BackendLoadError(f"unable to load model '{config.name}', configuration specified state "
+                                           f"{kind} '{name}', but the model provides {kind}s {sorted(tensors)}")
+                provided = ORT_TO_TRITON.get(found.type, found.type)
+                if provided != data_type_name(state.data_type):
+                    raise BackendLoadError(f"unable to load model '{config.name}', state {kind} '{name}': the model "
+                                           f"expects data-type {provided} but the model configuration specifies "
+                                           f"data-type {data_type_name(state.data_type)}")
 
     def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         for name in self._string_inputs.intersection(inputs):

@@ -17,6 +17,9 @@ TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32, "TYPE_FP64": np.float64,
     "TYPE_STRING": np.object_,
 }
+# InferenceRequest.flags() bits of a sequence's first and last request.
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 # DataType enum numbers of model_config.proto (TYPE_BOOL = 1 ... TYPE_STRING = 13).
 _NUMPY_BY_ENUM = dict(enumerate(TRITON_STRING_TO_NUMPY.values(), start=1))
 
@@ -76,7 +79,8 @@ class InferenceRequest:
     """One request of the batch ``execute`` receives."""
 
     def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
-                 requested_output_names: list[str] | None = None, request_id: str = "", correlation_id: int = 0,
+                 requested_output_names: list[str] | None = None, request_id: str = "",
+                 correlation_id: int | str = 0,
                  flags: int = 0, parameters: dict | None = None, model_version: int = -1):
         self._model_name = model_name
         self._inputs = list(inputs or [])
@@ -99,7 +103,8 @@ class InferenceRequest:
     def request_id(self) -> str:
         return self._id
 
-    def correlation_id(self) -> int:
+    def correlation_id(self) -> int | str:
+        """The sequence id (0 when none): an int, or a str for a string sequence id."""
         return self._correlation_id
 
     def flags(self) -> int:

@@ -75,6 +75,12 @@ def describe(exc: BaseException, model_file: Path) -> str:
 class PythonBackend(RequestBackend):
     def __init__(self, config, model_dir: Path, version_dir: Path, instance: InstanceSpec):
         super().__init__(config, version_dir, instance)
+        if config.sequence_batching.state:
+            raise BackendLoadError(
+                f"unable to load model '{config.name}': the python backend cannot use implicit state "
+                "(sequence_batching.state); like Triton's, it has no way to write the output state, so every "
+                "request would see the initial state. Keep the state in the model (e.g. a dict keyed by the "
+                "CONTROL_SEQUENCE_CORRID input) or serve the model with onnxruntime")
         self.model_file = version_dir / (config.default_model_filename or "model.py")
         if not self.model_file.is_file():
             raise BackendLoadError(f"unable to find '{self.model_file}' for model '{config.name}'; a Python "
@@ -148,7 +154,9 @@ class PythonBackend(RequestBackend):
         names = [o.name for o in requested] if requested is not None else [t.name for t in self.config.output]
         return pb_utils.InferenceRequest(
             self.config.name, [pb_utils.Tensor(t.name, t.data) for t in request.inputs.values()], names,
-            request.id, int(request.parameters.get("sequence_id", 0) or 0), 0,
+            request.id, request.sequence_id,
+            (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if request.sequence_start else 0)
+            | (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if request.sequence_end else 0),
             {k: v for k, v in request.parameters.items() if not k.startswith("binary_data")},
             int(self.version_dir.name))
 

@@ -137,7 +137,8 @@ class Run:
                     model_version=step.version, id=self.request.id,
                     requested_outputs=[RequestedOutput(n) for n in step.output_map if n in model.outputs],
                     parameters=self.request.parameters, priority=self.request.priority,
-                    timeout_us=self.request.timeout_us,
+                    timeout_us=self.request.timeout_us, sequence_id=self.request.sequence_id,
+                    sequence_start=self.request.sequence_start, sequence_end=self.request.sequence_end,
                     complete=lambda response, error, s=step: self._step_done(s, response, error))
                 model.prepare(sub)
                 model.enqueue(sub)

@@ -16,6 +16,7 @@ from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
 from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
+from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
 
@@ -57,8 +58,21 @@ class ModelVersion:
                 and not config.model_transaction_policy.decoupled:
             self.response_cache = response_cache  # None when the server has no cache: served uncached
             self.stats.cache_enabled = response_cache is not None
-        self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
-                                   self.stats)
+        if config.HasField("sequence_batching"):
+            self.scheduler = self._sequence_scheduler(config, model_dir, instances)
+        else:
+            self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
+                                       self.stats)
+
+    def _sequence_scheduler(self, config, model_dir: Path, instances: list[ModelInstance]):
+        from tritonctl.serve.core.sequence import SequenceScheduler
+
+        try:
+            return SequenceScheduler(self.name, config, model_dir, instances, self._run_batch, self.stats)
+        except BackendLoadError:
+            for instance in instances:
+                instance.close()
+            raise
 
     def _describe(self, config, version: int, model_dir: Path, instances: list[ModelInstance]) -> None:
         """Everything but the scheduler: tensors, labels, statistics."""
@@ -73,6 +87,7 @@ class ModelVersion:
         self.outputs = {t.name: TensorSpec(t, batching) for t in config.output}
         self.required_inputs = [n for n, s in self.inputs.items() if not s.optional]
         self.all_outputs = list(self.outputs)
+        self.state_outputs = [s.output_name for s in config.sequence_batching.state]  # implicit state
         self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
                        if spec.label_file}
         self.instances = instances
@@ -135,7 +150,9 @@ class ModelVersion:
 
     # ---- execution (instance worker thread) ---------------------------------------------------
     def _model_input(self, name: str, arrays: list[np.ndarray], total: int) -> np.ndarray:
-        spec = self.inputs[name]
+        spec = self.inputs.get(name)
+        if spec is None:  # a sequence control or state input, in the model's shape already
+            return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
         if name in self.ragged.inputs:
             data = self.ragged.model_input(arrays)  # 1-D, every request's elements in turn
         else:
@@ -158,9 +175,12 @@ class ModelVersion:
             if self.ragged.batch_inputs:
                 inputs.update(self.ragged.batch_input_tensors(batch))
             wanted = self._wanted_outputs(batch)
+            wanted += [n for n in self.state_outputs if n not in wanted]
             computed = time.monotonic_ns()
             produced = instance.execute(inputs, wanted)
             executed = time.monotonic_ns()
+            if self.state_outputs:
+                keep_states(batch, produced, self.max_batch_size > 0)
             responses = self._split(batch, produced)
         except ServeError as exc:
             self._fail_all(batch, exc, "BACKEND")
@@ -169,8 +189,11 @@ class ModelVersion:
             self._fail_all(batch, internal(f"model '{self.name}' failed: {exc}"), "BACKEND")
             return
         end = time.monotonic_ns()
-        self.stats.record_execution(len(batch), total, computed - start, executed - computed, end - executed)
+        real = sum(1 for r in batch if not r.padding)  # fillers of idle sequence slots run, uncounted
+        self.stats.record_execution(real, total, computed - start, executed - computed, end - executed)
         for request, response in zip(batch, responses):
+            if request.padding:
+                continue
             self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
             request.finish(response)
 
@@ -235,8 +258,11 @@ class ModelVersion:
             return
         end = time.monotonic_ns()
         total = sum(r.batch_size for r in batch)
-        self.stats.record_execution(len(batch), total, 0, executed - start, end - executed)
+        real = sum(1 for r in batch if not r.padding)
+        self.stats.record_execution(real, total, 0, executed - start, end - executed)
         for request, answer in zip(batch, answers):
+            if request.padding:
+                continue
             if isinstance(answer, ServeError):
                 self.stats.record_failure(end - request.arrival_ns, "BACKEND")
                 request.finish(None, answer)
@@ -247,6 +273,8 @@ class ModelVersion:
     def _fail_all(self, batch: list[InferRequest], error: ServeError, reason: str) -> None:
         now = time.monotonic_ns()
         for request in batch:
+            if request.padding:
+                continue
             self.stats.record_failure(now - request.arrival_ns, reason)
             request.finish(None, error)
 

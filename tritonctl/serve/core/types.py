@@ -85,12 +85,17 @@ class InferRequest:
     timeout_us: int = 0  # requested queue timeout; 0 = the model's default
     complete: Completion | None = None
     cancelled: bool = False  # set by a transport when the client has gone
+    sequence_id: int | str = 0  # correlation id of a sequence (uint64 or string); 0 or "" = none
+    sequence_start: bool = False
+    sequence_end: bool = False
     arrival_ns: int = field(default_factory=time.monotonic_ns)
     # Filled by the server while scheduling:
     batch_size: int = 1
     deadline_ns: int = 0  # 0 = no queue deadline
     delayed: bool = False  # timed out under a DELAY policy
     queue_start_ns: int = 0
+    state: Any = None  # the sequence's implicit state (sequence_state.SequenceState) its outputs update
+    padding: bool = False  # fills an idle sequence slot of a batch: it runs, but answers no one
     _done: bool = False
 
     def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:

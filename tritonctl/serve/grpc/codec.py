@@ -38,6 +38,26 @@ def _typed_contents(tensor, shape: list[int], model: str) -> np.ndarray:
     return np.array(values, dtype=NUMPY_DTYPE[tensor.datatype]).reshape(shape)
 
 
+SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
+
+
+def _sequence_parameter(request: InferRequest, key: str, param) -> None:
+    """Triton's gRPC front end: ``sequence_id`` an int64 (read as uint64) or a string, the flags bools."""
+    which = param.WhichOneof("parameter_choice")
+    if key == "sequence_id":
+        if which in ("int64_param", "uint64_param"):
+            request.sequence_id = getattr(param, which) & 0xFFFF_FFFF_FFFF_FFFF
+        elif which == "string_param":
+            request.sequence_id = param.string_param
+        else:
+            raise invalid_arg("invalid value type for 'sequence_id' parameter, expected int64_param or "
+                              "string_param.")
+    elif which == "bool_param":
+        setattr(request, key, param.bool_param)
+    else:
+        raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
+
+
 def decode_request(message) -> InferRequest:
     model = message.model_name
     request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
@@ -50,7 +70,9 @@ def decode_request(message) -> InferRequest:
             request.priority = int(value)
         elif key == "timeout":
             request.timeout_us = int(value)
-        elif key not in ("sequence_id", "sequence_start", "sequence_end", "headers"):
+        elif key in SEQUENCE_PARAMETERS:
+            _sequence_parameter(request, key, param)
+        elif key != "headers":
             request.parameters[key] = value
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):

@@ -173,12 +173,27 @@ def _read_parameters(params: dict, request: InferRequest, options: HttpOutputOpt
                               f"not be specified (got '{key}')")
         if key == "priority":
             request.priority = int(value)
+        elif key == "sequence_id":
+            request.sequence_id = _sequence_id(value)
+        elif key in ("sequence_start", "sequence_end"):
+            if not isinstance(value, bool):
+                raise invalid_arg(f"Unable to parse '{key}'")
+            setattr(request, key, value)
         elif key == "timeout":
             request.timeout_us = int(value)
         elif key == "binary_data_output":
             options.binary_default = bool(value)
         elif key not in RESERVED_PARAMETERS:
             request.parameters[key] = value
+
+
+def _sequence_id(value) -> int | str:
+    """A uint64, else a string, as Triton's HTTP front end reads ``sequence_id``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 64:
+        return value
+    if isinstance(value, str):
+        return value
+    raise invalid_arg("Unable to parse 'sequence_id'")
 
 
 def _json_data(tensor: InferTensor) -> list:
