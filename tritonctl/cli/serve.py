@@ -61,10 +61,15 @@ def serve(
     cache_config: list[str] = typer.Option([], "--cache-config", metavar="CACHE,KEY=VALUE",
                                            help="Response cache, as tritonserver takes it: local,size=BYTES "
                                                 "(repeatable). Models opt in with response_cache { enable: true }."),
+    trace_config: list[str] = typer.Option([], "--trace-config", metavar="[triton,]SETTING=VALUE",
+                                           help="Request tracing, as tritonserver takes it (repeatable): "
+                                                "triton,file=PATH, level=TIMESTAMPS|TENSORS|OFF, rate=N (every N-th "
+                                                "request), count=N (-1 = no limit), triton,log-frequency=N."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
 ) -> None:
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
+    from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, new_event_loop
 
@@ -80,13 +85,17 @@ def serve(
         parse_cache_config(cache_config)
     except CacheConfigError as exc:
         raise CliError(str(exc), 2) from None
+    try:
+        parse_trace_config(trace_config)
+    except TraceConfigError as exc:
+        raise CliError(str(exc), 2) from None
     options = ServeOptions(
         repository=repository.resolve(), host=host,
         http_port=None if http_port < 0 else http_port, grpc_port=None if grpc_port < 0 else grpc_port,
         metrics_port=None if metrics_port < 0 else metrics_port, control_mode=model_control_mode.value,
         load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
-        http_max_input_size=http_max_input_size, cache_config=list(cache_config))
+        http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config))
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,6 +14,7 @@ from pathlib import Path
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.core.trace_config import parse_trace_config
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -34,6 +35,8 @@ class ServeOptions:
     http_max_input_size: int = 1 << 26
     # tritonserver's --cache-config values, e.g. ["local,size=1048576"]; empty: no response cache
     cache_config: list[str] = field(default_factory=list)
+    # tritonserver's --trace-config values, e.g. ["triton,file=trace.json", "level=TIMESTAMPS", "rate=1"]
+    trace_config: list[str] = field(default_factory=list)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -69,7 +72,8 @@ class ServerRuntime:
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
         self.manager = ModelManager(options.repository, options.control_mode, options.model_config_name,
                                     options.strict_readiness, options.exit_timeout_secs, self.response_cache)
-        self.server = InferenceServer(self.manager)
+        trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
+        self.server = InferenceServer(self.manager, trace)
         self.http_port: int | None = None
         self.grpc_port: int | None = None
         self.metrics_port: int | None = None
@@ -152,6 +156,7 @@ class ServerRuntime:
             await asyncio.wait(waits, timeout=timeout + 1)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.manager.stop, 1.0)
+        self.server.close()  # shared-memory regions released, buffered traces written
         self.server.live = False
 
     def request_stop(self) -> None:

@@ -195,6 +195,8 @@ class ModelVersion:
             if request.padding:
                 continue
             self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+            if request.trace is not None:
+                request.trace.computed(request.queue_start_ns, start, computed, executed, end)
             request.finish(response)
 
     def _wanted_outputs(self, batch: list[InferRequest]) -> list[str]:
@@ -268,6 +270,8 @@ class ModelVersion:
                 request.finish(None, answer)
             else:
                 self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+                if request.trace is not None:
+                    request.trace.computed(request.queue_start_ns, start, start, executed, end)
                 request.finish(answer)
 
     def _fail_all(self, batch: list[InferRequest], error: ServeError, reason: str) -> None:

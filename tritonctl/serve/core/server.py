@@ -7,19 +7,25 @@ import threading
 import time
 import weakref
 
-from tritonctl.serve.core.errors import ServeError, not_found
+from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found
 from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.shm import SharedMemoryManager
+from tritonctl.serve.core.trace import TraceManager
+from tritonctl.serve.core.trace_config import TraceConfig
 from tritonctl.serve.core.types import InferRequest, InferResponse
 
 EXTENSIONS = ["classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
-              "model_configuration", "binary_tensor_data", "parameters", "statistics", "logging"]
+              "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
+              "statistics", "trace", "logging"]
 SERVER_NAME = "triton"
 PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this server follows
 
 
 class InferenceServer:
-    def __init__(self, manager: ModelManager):
+    def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None):
         self.manager = manager
+        self.shm = SharedMemoryManager()
+        self.traces = TraceManager(trace_config)
         self.live = True
         self.stopping = False
         self._completions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -70,6 +76,8 @@ class InferenceServer:
     def submit(self, request: InferRequest) -> None:
         """Check and queue ``request``; raises ServeError when it is refused at once."""
         model = self.manager.get(request.model_name, request.model_version)
+        if request.trace is not None:
+            request.trace.started(model.name, model.version, request)
         model.prepare(request)
         try:
             model.enqueue(request)
@@ -82,6 +90,19 @@ class InferenceServer:
                 return
             model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
             raise exc
+
+    def trace_setting(self, model: str = "", changes: dict | None = None) -> dict:
+        """The trace settings of ``model`` ("" = global), after applying ``changes`` if given."""
+        if model and not self.manager.is_ready(model):
+            raise invalid_arg(f"Request for unknown model : {model}")
+        if changes:
+            return self.traces.update(model, changes)
+        return self.traces.setting(model)
+
+    def close(self) -> None:
+        """Release shared-memory regions and write the buffered traces (server stop)."""
+        self.shm.close()
+        self.traces.close()
 
     def infer_future(self, request: InferRequest) -> "asyncio.Future[InferResponse]":
         """Submit from an event loop; the future resolves on that loop when the request finishes."""

@@ -53,6 +53,7 @@ class RequestedOutput:
     name: str
     classification: int = 0  # top-N classification when > 0
     parameters: dict[str, Any] = field(default_factory=dict)  # transport options such as binary_data
+    shm: Any = None  # shm.OutputTarget: the transport writes the output into shared memory
 
 
 @dataclass(slots=True)
@@ -85,6 +86,7 @@ class InferRequest:
     timeout_us: int = 0  # requested queue timeout; 0 = the model's default
     complete: Completion | None = None
     cancelled: bool = False  # set by a transport when the client has gone
+    trace: Any = None  # trace.Trace when the request is traced
     sequence_id: int | str = 0  # correlation id of a sequence (uint64 or string); 0 or "" = none
     sequence_start: bool = False
     sequence_end: bool = False
@@ -103,6 +105,8 @@ class InferRequest:
         if self._done:
             return
         self._done = True
+        if self.trace is not None:
+            self.trace.capture("REQUEST_END")
         if self.complete is not None:
             self.complete(response, error)
 

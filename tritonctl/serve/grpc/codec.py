@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tritonctl.serve.core.errors import invalid_arg
+from tritonctl.serve.core.shm import (BYTE_SIZE, OFFSET, REGION, SharedMemoryManager, ShmParams, manager_for,
+                                      shm_params)
 from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
@@ -58,7 +60,24 @@ def _sequence_parameter(request: InferRequest, key: str, param) -> None:
         raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
 
 
-def decode_request(message) -> InferRequest:
+def _shm_where(params, tensor: str) -> ShmParams | None:
+    """A tensor's shared-memory parameters; Triton takes only a string_param region and
+    int64_param offset and byte size."""
+    if not params:
+        return None
+    values = {}
+    for key, kind in ((REGION, "string_param"), (OFFSET, "int64_param"), (BYTE_SIZE, "int64_param")):
+        if key in params:
+            param = params[key]
+            values[key] = getattr(param, kind) if param.WhichOneof("parameter_choice") == kind else _WRONG_TYPE
+    return shm_params(values, tensor, grpc=True)
+
+
+_WRONG_TYPE = object()
+
+
+def decode_request(message, shm: SharedMemoryManager | None = None) -> InferRequest:
+    """``shm``: the server's registered shared-memory regions, which tensors may name."""
     model = message.model_name
     request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
     for key, param in message.parameters.items():
@@ -75,15 +94,23 @@ def decode_request(message) -> InferRequest:
         elif key != "headers":
             request.parameters[key] = value
     raw = message.raw_input_contents
-    if raw and len(raw) != len(message.inputs):
-        raise invalid_arg(f"expected {len(message.inputs)} raw input contents but got {len(raw)} for model "
-                          f"'{model}'")
-    for index, tensor in enumerate(message.inputs):
+    wheres = [_shm_where(tensor.parameters, tensor.name) for tensor in message.inputs]
+    expected = wheres.count(None)  # raw contents belong to the inputs not in shared memory, in order
+    if raw and len(raw) != expected:
+        raise invalid_arg(f"expected {expected} raw input contents but got {len(raw)} for model '{model}'")
+    index = 0
+    for tensor, where in zip(message.inputs, wheres):
         shape = list(tensor.shape)
         if any(d < 0 for d in shape):
             raise invalid_arg(f"invalid shape {shape} for input '{tensor.name}' of model '{model}'")
-        if raw:
+        if where is not None:
+            if tensor.HasField("contents"):
+                raise invalid_arg(f"unexpected 'content' provided when using shared memory for input tensor "
+                                  f"'{tensor.name}' for model '{model}'")
+            data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id)
+        elif raw:
             data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model)
+            index += 1
         else:
             data = _typed_contents(tensor, shape, model)
         request.inputs[tensor.name] = InferTensor(tensor.name, tensor.datatype, data)
@@ -92,15 +119,28 @@ def decode_request(message) -> InferRequest:
         for output in message.outputs:
             classification = output.parameters.get("classification")
             count = int(parameter_value(classification) or 0) if classification is not None else 0
-            request.requested_outputs.append(RequestedOutput(output.name, count))
+            requested = RequestedOutput(output.name, count)
+            where = _shm_where(output.parameters, output.name)
+            if where is not None:
+                if classification is not None:
+                    raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
+                requested.shm = manager_for(shm, where).output_target(where)
+            request.requested_outputs.append(requested)
     return request
 
 
-def encode_response(response: InferResponse, service_pb2):
+def encode_response(response: InferResponse, service_pb2, request: InferRequest | None = None):
+    """``request``: where its requested outputs go to shared memory, they are written there and
+    their raw contents left empty (Triton)."""
     message = service_pb2.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
                                              id=response.id)
     raw = message.raw_output_contents
+    in_shm = {o.name: o.shm for o in request.requested_outputs or () if o.shm is not None} if request else {}
     for tensor in response.outputs:
         message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        raw.append(bytes(to_raw(tensor.datatype, tensor.data)))
+        if in_shm and tensor.name in in_shm:
+            in_shm[tensor.name].write(tensor.name, tensor.datatype, tensor.data)
+            raw.append(b"")
+        else:
+            raw.append(bytes(to_raw(tensor.datatype, tensor.data)))
     return message

@@ -11,6 +11,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.core.shm import CUDA, SYSTEM
+from tritonctl.serve.core.trace_config import grpc_update
 from tritonctl.serve.grpc.codec import decode_request, encode_response, parameter_value
 
 log = logging.getLogger("tritonctl.serve.grpc")
@@ -113,10 +115,14 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 target.string_param = str(value)
         return response
 
-    async def _infer(self, message):
+    async def _infer(self, message, trace=None):
         """(response message, None) or (None, ServeError)."""
+        if trace is not None:  # grpc.aio hands the message over already read: an empty wait/read span
+            trace.capture("GRPC_WAITREAD_END")
         try:
-            request = decode_request(message)
+            request = decode_request(message, self.server.shm)
+            if trace is not None:
+                request.trace = trace
             future = self.server.infer_future(request)
         except ServeError as exc:
             return None, exc
@@ -127,12 +133,69 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         except asyncio.CancelledError:  # the client cancelled or its deadline passed
             request.cancelled = True
             raise
-        return encode_response(response, service_pb2), None
+        try:
+            encoded = encode_response(response, service_pb2, request)
+        except ServeError as exc:  # an output that does not fit its shared-memory region
+            return None, exc
+        if trace is not None:
+            trace.capture("INFER_RESPONSE_COMPLETE")
+            trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
+        return encoded, None
 
     async def ModelInfer(self, request, context):
-        response, error = await self._infer(request)
+        trace = self.server.traces.sample(request.model_name) if self.server.traces.enabled else None
+        if trace is not None:
+            trace.capture("GRPC_WAITREAD_START")
+            context.add_done_callback(lambda _context: _send_ended(trace))
+        response, error = await self._infer(request, trace)
         if error is not None:
             await _abort(context, error)
+        if trace is not None:
+            trace.capture("GRPC_SEND_START")
+        return response
+
+    # ---- shared memory and trace extensions ------------------------------------------------------
+    async def SystemSharedMemoryStatus(self, request, context):
+        response = service_pb2.SystemSharedMemoryStatusResponse()
+        for region in await _call(context, self.server.shm.status, SYSTEM, request.name):
+            response.regions[region["name"]].MergeFrom(
+                service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(**region))
+        return response
+
+    async def SystemSharedMemoryRegister(self, request, context):
+        await _call(context, self.server.shm.register_system, request.name, request.key, request.offset,
+                    request.byte_size)
+        return service_pb2.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request, context):
+        self.server.shm.unregister(SYSTEM, request.name)
+        return service_pb2.SystemSharedMemoryUnregisterResponse()
+
+    async def CudaSharedMemoryStatus(self, request, context):
+        response = service_pb2.CudaSharedMemoryStatusResponse()
+        for region in await _call(context, self.server.shm.status, CUDA, request.name):
+            response.regions[region["name"]].MergeFrom(
+                service_pb2.CudaSharedMemoryStatusResponse.RegionStatus(**region))
+        return response
+
+    async def CudaSharedMemoryRegister(self, request, context):
+        await _call(context, self.server.shm.register_cuda, request.name, request.raw_handle, request.device_id,
+                    request.byte_size)
+        return service_pb2.CudaSharedMemoryRegisterResponse()
+
+    async def CudaSharedMemoryUnregister(self, request, context):
+        self.server.shm.unregister(CUDA, request.name)
+        return service_pb2.CudaSharedMemoryUnregisterResponse()
+
+    async def TraceSetting(self, request, context):
+        server = self.server
+        settings = await _call(context, server.trace_setting, request.model_name)  # unknown model first
+        if request.settings:
+            changes = await _call(context, grpc_update, request.settings)
+            settings = await _call(context, server.trace_setting, request.model_name, changes)
+        response = service_pb2.TraceSettingResponse()
+        for key, value in settings.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
         return response
 
     async def ModelStreamInfer(self, request_iterator, context):
@@ -158,6 +221,19 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     yield service_pb2.ModelStreamInferResponse(infer_response=response)
         finally:
             reader.cancel()
+
+
+async def _call(context, function, *args):
+    """``function(*args)``, a ServeError becoming the RPC's status."""
+    try:
+        return function(*args)
+    except ServeError as exc:
+        await _abort(context, exc)
+
+
+def _send_ended(trace) -> None:
+    trace.capture("GRPC_SEND_END")
+    trace.finish()
 
 
 def _health_request(data: bytes) -> bytes:

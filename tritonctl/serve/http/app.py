@@ -12,6 +12,9 @@ import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
 from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.core.shm import CUDA, SYSTEM
+from tritonctl.serve.core.trace_config import http_update
+from tritonctl.serve.http import shm_requests
 from tritonctl.serve.http.codec import decode_raw_request, decode_request, encode_response, error_body, parse_json
 
 log = logging.getLogger("tritonctl.serve.http")
@@ -21,13 +24,14 @@ OCTET = b"application/octet-stream"
 
 
 class Reply:
-    __slots__ = ("status", "body", "headers", "compressible")
+    __slots__ = ("status", "body", "headers", "compressible", "trace")
 
     def __init__(self, status: int = 200, body=b"", headers: list | None = None, compressible: bool = False):
         self.status = status
         self.body = body  # bytes, or a list of buffers sent as one body
         self.headers = headers if headers is not None else (JSON if body else [])
         self.compressible = compressible  # inference responses follow Accept-Encoding, as in Triton
+        self.trace = None  # the request's trace, finished once the reply is sent
 
 
 def json_reply(value, status: int = 200) -> Reply:
@@ -71,8 +75,14 @@ class HttpApp:
             body = gzip.compress(body, 1) if encoding == b"gzip" else zlib.compress(body, 1)
             headers.append((b"content-encoding", encoding))
         headers.append((b"content-length", str(len(body)).encode()))
+        trace = reply.trace
+        if trace is not None:
+            trace.capture("HTTP_SEND_START")
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+        if trace is not None:
+            trace.capture("HTTP_SEND_END")
+            trace.finish()
 
     async def read_body(self, scope, receive) -> bytes:
         chunks = []
@@ -115,6 +125,10 @@ class HttpApp:
             return await self.repository(method, rest[1:], scope, receive)
         if head == "logging" and len(rest) == 1:
             return await self.logging(method, scope, receive)
+        if head in ("systemsharedmemory", "cudasharedmemory"):
+            return await self.shared_memory(SYSTEM if head[0] == "s" else CUDA, method, rest[1:], scope, receive)
+        if rest == ["trace", "setting"]:
+            return await self.trace_setting(method, "", scope, receive)
         return NOT_FOUND
 
     @staticmethod
@@ -132,6 +146,8 @@ class HttpApp:
             version, tail = tail[1], tail[2:]
             if not version.isdigit():
                 return NOT_FOUND
+        if tail == ["trace", "setting"]:  # global or per model; a version has none (404, as in Triton)
+            return NOT_FOUND if version else await self.trace_setting(method, name, scope, receive)
         if len(tail) > 1:
             return NOT_FOUND
         action = tail[0] if tail else ""
@@ -154,7 +170,22 @@ class HttpApp:
         return NOT_FOUND
 
     async def infer(self, name: str, version: str, scope, receive) -> Reply:
+        trace = self.server.traces.sample(name) if self.server.traces.enabled else None
+        if trace is None:
+            return await self._infer(name, version, scope, receive, None)
+        trace.capture("HTTP_RECV_START")
+        try:
+            reply = await self._infer(name, version, scope, receive, trace)
+        except BaseException:
+            trace.finish()
+            raise
+        reply.trace = trace  # finished by send_reply, after HTTP_SEND_END
+        return reply
+
+    async def _infer(self, name: str, version: str, scope, receive, trace) -> Reply:
         body = await self.read_body(scope, receive)
+        if trace is not None:
+            trace.capture("HTTP_RECV_END")
         header = _header(scope, b"inference-header-content-length")
         try:
             header_length = int(header) if header is not None else None
@@ -163,7 +194,8 @@ class HttpApp:
         if header_length == 0:
             request, options = decode_raw_request(body, self.server.manager.get(name, version), version)
         else:
-            request, options = decode_request(body, header_length, name, version)
+            request, options = decode_request(body, header_length, name, version, self.server.shm)
+        request.trace = trace
         future = self.server.infer_future(request)
         # receive() returns again only when the client disconnects: then the request is
         # marked cancelled, and the batcher drops it if it has not started running.
@@ -175,6 +207,9 @@ class HttpApp:
             if not watcher.done():
                 watcher.cancel()
         parts, header_length = encode_response(response, request, options)
+        if trace is not None:
+            trace.capture("INFER_RESPONSE_COMPLETE")
+            trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
         if header_length is None:
             return Reply(200, parts, JSON, compressible=True)
         return Reply(200, parts, [(b"content-type", OCTET),
@@ -204,6 +239,38 @@ class HttpApp:
             await loop.run_in_executor(None, manager.load_from_api, name, params)
         else:
             await loop.run_in_executor(None, manager.unload_from_api, name)
+
+    async def shared_memory(self, kind: str, method: str, rest: list[str], scope, receive) -> Reply:
+        """``v2/{system,cuda}sharedmemory[/region/NAME]/{status,register,unregister}``."""
+        if len(rest) == 3 and rest[0] == "region" and rest[1]:
+            name, action = rest[1], rest[2]
+        elif len(rest) == 1:
+            name, action = "", rest[0]
+        else:
+            return NOT_FOUND
+        if action not in ("status", "register", "unregister"):
+            return NOT_FOUND
+        if method != ("GET" if action == "status" else "POST"):
+            return METHOD_NOT_ALLOWED
+        shm = self.server.shm
+        if action == "status":
+            return json_reply(shm.status(kind, name))
+        if action == "unregister":
+            shm.unregister(kind, name)
+        else:
+            shm_requests.check_register(shm, kind, name)
+            shm_requests.register(shm, kind, name, parse_json(await self.read_body(scope, receive)))
+        return Reply(200)
+
+    async def trace_setting(self, method: str, model: str, scope, receive) -> Reply:
+        """``v2[/models/MODEL]/trace/setting``: GET the settings, POST changes (null clears one)."""
+        if method not in ("GET", "POST"):
+            return METHOD_NOT_ALLOWED
+        settings = self.server.trace_setting(model)  # an unknown model is refused before the body is read
+        if method == "POST":
+            changes = http_update(parse_json(await self.read_body(scope, receive)))
+            settings = self.server.trace_setting(model, changes)
+        return json_reply(settings)
 
     async def logging(self, method: str, scope, receive) -> Reply:
         settings = self.server.log_settings

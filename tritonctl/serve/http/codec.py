@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, internal, invalid_arg
+from tritonctl.serve.core.shm import SharedMemoryManager, manager_for, shm_params
 from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
@@ -76,8 +77,9 @@ def parse_json(buffer) -> dict:
     return value
 
 
-def decode_request(body: bytes, header_length: int | None, model: str, version: str) \
-        -> tuple[InferRequest, HttpOutputOptions]:
+def decode_request(body: bytes, header_length: int | None, model: str, version: str,
+                   shm: SharedMemoryManager | None = None) -> tuple[InferRequest, HttpOutputOptions]:
+    """``shm``: the server's registered shared-memory regions, which tensors may name."""
     if header_length is None:
         header, binary = body, memoryview(b"")
     else:
@@ -106,11 +108,12 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
         params = entry.get("parameters") or {}
         size = params.get("binary_data_size")
         has_data = "data" in entry
-        if (size is not None) == has_data:
-            raise invalid_arg(f"Input must set only one of the following fields: 'data', 'binary_data_size' in "
-                              f"'parameters', 'shared_memory_region' in 'parameters'. But input '{name}' has "
-                              f"{'both' if has_data else 'neither'}")
-        if size is not None:
+        where = shm_params(params, name)
+        if has_data + (size is not None) + (where is not None) != 1:
+            raise invalid_arg(_content_error(has_data, size is not None, where is not None))
+        if where is not None:
+            data = manager_for(shm, where).input_array(where, datatype, shape, name, model, request.id)
+        elif size is not None:
             if header_length is None:
                 raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header and "
                                   "'binary_data_size' when passing inputs in binary data format")
@@ -129,9 +132,25 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
         request.requested_outputs = []
         for entry in outputs:
             params = entry.get("parameters") or {}
-            request.requested_outputs.append(
-                RequestedOutput(entry["name"], int(params.get("classification", 0) or 0), params))
+            output = RequestedOutput(entry["name"], int(params.get("classification", 0) or 0), params)
+            where = shm_params(params, output.name)
+            if where is not None:
+                if "classification" in params:
+                    raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
+                if params.get("binary_data"):
+                    raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
+                output.shm = manager_for(shm, where).output_target(where)
+            request.requested_outputs.append(output)
     return request, options
+
+
+def _content_error(data: bool, binary: bool, shm: bool) -> str:
+    """Triton's ValidateInputContentType text."""
+    text = ("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+            "'shared_memory_region' in 'parameters'. But")
+    given = [f" '{name}'" for name, on in (("data", data), ("binary_data_size", binary),
+                                           ("shared_memory_region", shm)) if on]
+    return text + (" set" + "".join(given) if given else " no field is set")
 
 
 def decode_raw_request(body: bytes, model, version: str) -> tuple[InferRequest, HttpOutputOptions]:
@@ -210,13 +229,16 @@ def encode_response(response: InferResponse, request: InferRequest, options: Htt
         -> tuple[list, int | None]:
     """(body parts, JSON header length or None when the body is pure JSON)."""
     wanted = {o.name: o.parameters for o in request.requested_outputs} if request.requested_outputs else {}
+    in_shm = {o.name: o.shm for o in request.requested_outputs or () if o.shm is not None}
     outputs = []
     binaries = []
     for tensor in response.outputs:
         params = wanted.get(tensor.name, {})
         binary = bool(params.get("binary_data", options.binary_default))
         item = {"name": tensor.name, "datatype": tensor.datatype, "shape": tensor.shape}
-        if binary:
+        if in_shm and tensor.name in in_shm:  # written to the region: the response carries no data (Triton)
+            in_shm[tensor.name].write(tensor.name, tensor.datatype, tensor.data)
+        elif binary:
             raw = to_raw(tensor.datatype, tensor.data)
             item["parameters"] = {"binary_data_size": len(raw)}
             binaries.append(raw)
