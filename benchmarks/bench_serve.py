@@ -182,6 +182,19 @@ def grpc_request_bytes(workload: Workload) -> bytes:
     return message.SerializeToString()
 
 
+def grpc_reply_bytes(workload: Workload) -> bytes:
+    """The ModelInferResponse a server gives for the request: the floor server's canned reply."""
+    import onnxruntime as ort
+    from tritonclient.grpc import service_pb2
+
+    session = ort.InferenceSession(str(workload.onnx), providers=["CPUExecutionProvider"])
+    reply = service_pb2.ModelInferResponse(model_name=workload.name, model_version="1")
+    for name, data in zip(workload.outputs, session.run(workload.outputs, workload.request)):
+        reply.outputs.add(name=name, datatype=DATATYPES[data.dtype], shape=list(data.shape))
+        reply.raw_output_contents.append(data.tobytes())
+    return reply.SerializeToString()
+
+
 def http_request_bytes(workload: Workload) -> bytes:
     header = json.dumps({
         "inputs": [{"name": name, "shape": list(data.shape), "datatype": DATATYPES[data.dtype],
@@ -316,6 +329,13 @@ class Server:
                 [sys.executable, str(ROOT / "benchmarks" / "naive_server.py"), str(workload.onnx), str(self.http_port)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
+        elif name == "floor":
+            reply = repo.parent / "floor-reply.bin"
+            reply.write_bytes(grpc_reply_bytes(workload))
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "benchmarks" / "floor_server.py"), str(self.http_port),
+                 str(self.grpc_port), str(reply)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            self.pid = self.process.pid
         elif name == "triton":
             repo = write_triton_repository(repo, workload, delay_us)
             out = subprocess.run(["bash", str(SHARED / "anchors" / "run_triton.sh"), str(repo), str(self.http_port),
@@ -326,6 +346,8 @@ class Server:
         wait_ready(self.http_port, self.process)
 
     def port(self, protocol: str) -> int | None:
+        if self.name == "floor":
+            return self.grpc_port if protocol == "grpc" else None
         return self.http_port if protocol == "http" else self.grpc_port
 
     def counts(self) -> tuple[int, int] | None:
@@ -363,7 +385,7 @@ class Point:
     avg_batch: float
     cpu_percent: float
     cpu_us: float
-    loop_us: float | None  # tritonctl's event-loop thread
+    loop_us: float | None  # the event-loop thread of tritonctl and of the floor server
 
 
 def measure(server: Server, protocol: str, payload: bytes, concurrency: int, seconds: float,
@@ -371,12 +393,13 @@ def measure(server: Server, protocol: str, payload: bytes, concurrency: int, sec
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
-    loop_before = thread_cpu_seconds(server.pid) if server.name == "tritonctl" else 0.0
+    python_loop = server.name in ("tritonctl", "floor")
+    loop_before = thread_cpu_seconds(server.pid) if python_loop else 0.0
     cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
     latencies = run_load(protocol, port, payload, concurrency, seconds)
     elapsed = time.perf_counter() - start
     cpu = tree_cpu_seconds(server.pid) - cpu_before
-    loop = thread_cpu_seconds(server.pid) - loop_before if server.name == "tritonctl" else None
+    loop = thread_cpu_seconds(server.pid) - loop_before if python_loop else None
     counts_after = server.counts()
     batch = float("nan")
     if counts_before and counts_after and counts_after[1] > counts_before[1]:
@@ -421,12 +444,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
-    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "triton", "naive"],
-                        help="default: tritonctl, triton (when installed) and naive for mlp; tritonctl for embedder")
+    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "triton", "naive", "floor"],
+                        help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
+                             "embedder. floor: an empty grpc.aio handler (benchmarks/floor_server.py)")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
     args = parser.parse_args()
     concurrencies = args.concurrency or ([1, 8, 32] if args.model == "mlp" else [4, 16, 32])
-    servers = args.servers or (["tritonctl", "naive"] + (["triton"] if triton_available() else [])
+    servers = args.servers or (["tritonctl", "naive", "floor"] + (["triton"] if triton_available() else [])
                                if args.model == "mlp" else ["tritonctl"])
     if "triton" in servers and args.model != "mlp":
         parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
