@@ -36,6 +36,7 @@ class ModelEntry:
     error: str = ""  # a load failure that concerns the model as a whole (no version states)
     fingerprint: tuple = ()
     unloaded: bool = False
+    overridden: bool = False  # loaded with the load API's ``config`` instead of the files on disk
 
 
 def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]:
@@ -121,7 +122,8 @@ class ModelManager:
         with self._lock:
             old = self.models.get(name)
             loaded = load_config(model_dir, self.config_name, config_override)
-            entry = ModelEntry(name, model_dir, fingerprint=fingerprint(model_dir))
+            entry = ModelEntry(name, model_dir, fingerprint=fingerprint(model_dir),
+                               overridden=config_override is not None)
             if loaded.errors or loaded.config is None:
                 entry.error = loaded.error_text() or "the config could not be built"
                 self._install(name, entry, old)
@@ -136,7 +138,7 @@ class ModelManager:
                 entry.error = f"no version is available for model '{name}' in {model_dir}"
             for version in wanted:
                 reusable = old.versions.get(version) if old and config_override is None and \
-                    old.fingerprint == entry.fingerprint else None
+                    not old.overridden and old.fingerprint == entry.fingerprint else None
                 if reusable is not None:
                     entry.versions[version] = reusable
                     entry.states[version] = VersionState(READY)
