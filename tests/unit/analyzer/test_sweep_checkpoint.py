@@ -1,0 +1,104 @@
+"""The concurrency sweep's early stop, and the checkpoint's write / read / resume rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, Checkpoint, read
+from tritonctl.analyzer.objective import Constraints, Objective
+from tritonctl.analyzer.point import Point
+from tritonctl.analyzer.search import AnalyzeError, Knobs
+from tritonctl.analyzer.sweep import SweepRule, sweep
+
+LEVELS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def series(values: dict[int, tuple[float, float]]):
+    """A measure function over recorded (throughput, p99) per concurrency; records what was asked."""
+    asked: list[int] = []
+
+    def measure(concurrency: int) -> Point:
+        asked.append(concurrency)
+        throughput, p99 = values[concurrency]
+        return Point("b8-d0-i1-cpu", "h", Knobs(8), False, concurrency, "explore", throughput=throughput,
+                     p99_ms=p99, stable=True)
+
+    return measure, asked
+
+
+SATURATING = {1: (500, 2.0), 2: (950, 2.2), 4: (1800, 2.4), 8: (2500, 3.5), 16: (2560, 7.0), 32: (2580, 14.0),
+              64: (2590, 28.0)}
+
+
+def test_stops_once_throughput_stops_growing():
+    measure, asked = series(SATURATING)
+    points, reason = sweep(LEVELS, measure, Objective(), Constraints())
+    assert asked == [1, 2, 4, 8, 16] and len(points) == 5
+    assert reason == "stopped at concurrency 16: the objective grew less than 5% over 1 point"
+    measure, asked = series(SATURATING)
+    sweep(LEVELS, measure, Objective(), Constraints(), SweepRule(patience=2))
+    assert asked == [1, 2, 4, 8, 16, 32]
+
+
+def test_stops_at_the_first_point_over_the_latency_limit():
+    measure, asked = series(SATURATING)
+    _, reason = sweep(LEVELS, measure, Objective(), Constraints(max_p99_ms=3.0))
+    assert asked == [1, 2, 4, 8] and reason == "stopped at concurrency 8: p99 3.50 ms is over the 3 ms limit"
+
+
+def test_climbs_until_the_throughput_floor_is_met():
+    measure, asked = series(SATURATING)
+    sweep(LEVELS, measure, Objective(0.0), Constraints(min_throughput=1500))
+    # Latency objective: below 1,500 infer/s it follows throughput; at 4 it passes, at 8 latency is worse.
+    assert asked == [1, 2, 4, 8]
+
+
+def test_failed_point_ends_the_sweep():
+    def measure(concurrency: int) -> Point:
+        return Point("c", "h", Knobs(8), False, concurrency, "explore", error="load failed: out of memory")
+
+    points, reason = sweep(LEVELS, measure, Objective(), Constraints())
+    assert len(points) == 1 and reason == "stopped at concurrency 1: load failed: out of memory"
+
+
+SETTINGS = {"model": "m", "measurement_interval_ms": 500.0, "shapes": {"X": (3,)}}
+
+
+def test_checkpoint_round_trip_and_resume(tmp_path):
+    checkpoint = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
+    first = Point("b8-d0-i1-cpu", "h1", Knobs(8, 0, 1), True, 4, "baseline", throughput=10.5, p99_ms=2.0,
+                  stable=True, measured_s=3.2)  # server numbers unknown: NaN, written as null
+    checkpoint.record(first)
+    checkpoint.record(Point("b8-d0-i1-cpu", "h1", Knobs(8, 0, 1), True, 8, "baseline", error="every request failed"))
+    checkpoint.close()
+    lines = (tmp_path / CHECKPOINT_NAME).read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "run" and json.loads(lines[1])["avg_batch_size"] is None
+    with pytest.raises(AnalyzeError, match="already holds measurements .* pass --resume"):
+        Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
+    resumed = Checkpoint.open(tmp_path, SETTINGS, resume=True, overwrite=False)
+    again = resumed.lookup("b8-d0-i1-cpu", "h1", 4)
+    assert again.throughput == 10.5 and again.knobs == Knobs(8, 0, 1) and again.is_default and again.stable
+    assert again.avg_batch_size != again.avg_batch_size  # NaN survives the round trip
+    assert resumed.lookup("b8-d0-i1-cpu", "h1", 8).error == "every request failed"
+    assert resumed.lookup("b8-d0-i1-cpu", "other-config-hash", 4) is None
+    resumed.close()
+    with pytest.raises(AnalyzeError, match=r"other settings \(measurement_interval_ms: 500.0 then, 1000 now\)"):
+        Checkpoint.open(tmp_path, {**SETTINGS, "measurement_interval_ms": 1000}, resume=True, overwrite=False)
+    fresh = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=True)
+    fresh.close()
+    assert read(tmp_path / CHECKPOINT_NAME)[1] == []
+
+
+def test_a_line_cut_off_by_a_kill_is_dropped(tmp_path):
+    checkpoint = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
+    checkpoint.record(Point("a", "h", Knobs(8), False, 1, "explore", throughput=5.0, p99_ms=1.0))
+    checkpoint.close()
+    path = tmp_path / CHECKPOINT_NAME
+    path.write_text(path.read_text() + '{"kind": "point", "config_id": "b", "thr')
+    resumed = Checkpoint.open(tmp_path, SETTINGS, resume=True, overwrite=False)
+    assert resumed.dropped_line and [p.config_id for p in resumed.recorded] == ["a"]
+    resumed.record(Point("c", "h", Knobs(8), False, 1, "explore", throughput=6.0, p99_ms=1.0))
+    resumed.close()
+    assert [p.config_id for p in read(path)[1]] == ["a", "c"]  # the file is valid JSON lines again

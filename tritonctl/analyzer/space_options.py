@@ -1,0 +1,86 @@
+"""The command-line spellings of analyze's search space: ``1:64`` (powers of two), ``1:4``
+(every count), comma lists, ``none`` / ``auto`` preferred sizes and instance kinds."""
+
+from __future__ import annotations
+
+from tritonctl.analyzer.search import AUTO, KIND_NAMES, AnalyzeError
+
+
+def _ints(text: str, flag: str, minimum: int) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AnalyzeError(f"{flag} {text!r}: expected whole numbers separated by commas") from None
+    if not values:
+        raise AnalyzeError(f"{flag} {text!r}: give at least one value")
+    if min(values) < minimum:
+        raise AnalyzeError(f"{flag} {text!r}: values must be at least {minimum}")
+    return sorted(set(values))
+
+
+def _range(text: str, flag: str) -> tuple[int, int]:
+    start_text, _, end_text = text.partition(":")
+    try:
+        start, end = int(start_text), int(end_text)
+    except ValueError:
+        raise AnalyzeError(f"{flag} {text!r}: expected START:END with whole numbers") from None
+    if start < 1 or end < start:
+        raise AnalyzeError(f"{flag} {text!r}: needs 1 <= START <= END")
+    return start, end
+
+
+def parse_powers(text: str, flag: str) -> tuple[int, ...]:
+    """``1,2,8`` as written, or ``START:END``: the powers of two from START up to END."""
+    if ":" not in text:
+        return tuple(_ints(text, flag, 1))
+    start, end = _range(text, flag)
+    values, value = [], 1
+    while value <= end:
+        if value >= start:
+            values.append(value)
+        value *= 2
+    if not values:
+        raise AnalyzeError(f"{flag} {text!r}: no power of two between {start} and {end}")
+    return tuple(values)
+
+
+def parse_counts(text: str, flag: str = "--instance-counts") -> tuple[int, ...]:
+    """``1,2,4`` as written, or ``START:END``: every whole number from START to END."""
+    if ":" not in text:
+        return tuple(_ints(text, flag, 1))
+    start, end = _range(text, flag)
+    if end - start > 64:
+        raise AnalyzeError(f"{flag} {text!r}: at most 65 values")
+    return tuple(range(start, end + 1))
+
+
+def parse_delays(text: str) -> tuple[int, ...]:
+    """``0,100,1000``: queue delays in microseconds."""
+    return tuple(_ints(text, "--queue-delays", 0))
+
+
+def parse_preferred(text: str) -> tuple[int, ...]:
+    """``none``, ``auto`` (every power of two below each max_batch_size) or sizes, e.g. ``none,4,8``."""
+    values: set[int] = set()
+    for part in (p.strip().lower() for p in text.split(",") if p.strip()):
+        if part == "none":
+            values.add(0)
+        elif part == "auto":
+            values.update((0, AUTO))
+        else:
+            values.update(_ints(part, "--preferred-batch-sizes", 1))
+    if not values:
+        raise AnalyzeError(f"--preferred-batch-sizes {text!r}: use none, auto or sizes such as none,4,8")
+    return tuple(sorted(values))
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``cpu``, ``gpu`` or both (``KIND_CPU`` spellings too)."""
+    kinds = []
+    for part in (p.strip().lower().removeprefix("kind_") for p in text.split(",") if p.strip()):
+        if part not in KIND_NAMES:
+            raise AnalyzeError(f"--instance-kinds: unknown kind {part!r}; use cpu, gpu or model")
+        kinds.append(KIND_NAMES[part])
+    if not kinds:
+        raise AnalyzeError("--instance-kinds: give at least one kind")
+    return tuple(dict.fromkeys(kinds))
