@@ -43,7 +43,7 @@ def _main(
 
 
 def _register_commands() -> None:
-    from tritonctl.cli import build, generate, perf, serve, validate  # noqa: F401  (each module adds its command to ``app``)
+    from tritonctl.cli import analyze, build, generate, perf, serve, validate  # noqa: F401  (each module adds its command to ``app``)
 
 
 def main(argv: list[str] | None = None) -> None:

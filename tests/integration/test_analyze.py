@@ -1,0 +1,234 @@
+"""tritonctl analyze end to end on a tiny ONNX model: real servers on loopback, real load, real files.
+
+Windows are short (150 ms, 50 % stability) and spaces have 2-4 configs, so each run takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyzer"))
+
+from analyze_models import onnx_model  # noqa: E402
+from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze  # noqa: E402
+from tritonctl.analyzer.objective import NOISE, Constraints  # noqa: E402
+from tritonctl.analyzer.results import COLUMNS  # noqa: E402
+from tritonctl.analyzer.search import AnalyzeError, SearchSpace  # noqa: E402
+from tritonctl.cli.app import main  # noqa: E402
+from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+
+FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
+FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4"]
+DEFAULT_CONFIG = "dynamic_batching { max_queue_delay_microseconds: 100 }"
+SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0, 2000), instance_counts=(1,), concurrency=(1, 2, 4))
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    onnx_model(tmp_path / "repo", config=DEFAULT_CONFIG)
+    return tmp_path / "repo"
+
+
+def options(repo: Path, out: Path, **changes) -> AnalyzeOptions:
+    values = {"repository": repo, "model": "add_sub", "space": SPACE, "output_dir": out, "engine": "inprocess",
+              **FAST, **changes}
+    return AnalyzeOptions(**values)
+
+
+def checkpoint_points(out: Path) -> list[dict]:
+    lines = (out / "measurements.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip() and json.loads(line)["kind"] == "point"]
+
+
+def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tmp_path):
+    out = tmp_path / "out"
+    limit = Constraints(max_p99_ms=50.0)
+    result = run_analyze(options(repo, out, strategy="exhaustive", constraints=limit))
+    assert not result.interrupted and result.reused == 0
+    assert result.meta["candidates_total"] == result.meta["candidates_measured"] == 4  # default + 3 in the grid
+    frame = pd.read_csv(out / "measurements.csv")
+    assert tuple(frame.columns[:len(COLUMNS)]) == COLUMNS and len(frame) == result.measured
+    assert pd.read_parquet(out / "measurements.parquet").equals(result.frame)
+    assert set(frame["stage"]) == {"baseline", "exhaustive"} and frame["is_default"].any()
+    assert (frame["avg_batch_size"] >= 1).all() and (frame["compute_us"] > 0).all()
+    # The chosen config has the best measured objective among the points meeting the constraints,
+    # up to a near-tie, which goes to lower latency.
+    passing = frame[frame["meets_constraints"]]
+    assert (passing["p99_ms"] <= 50.0).all()
+    chosen = frame[(frame["config_id"] == result.best.config_id) & (frame["concurrency"] == result.best.best.concurrency)]
+    assert chosen["meets_constraints"].all()
+    assert chosen["objective"].iloc[0] >= (1 - NOISE) ** 2 * passing["objective"].max()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best_config_id"] == result.best.config_id and summary["points_measured"] == result.measured
+    text = (out / "config.pbtxt").read_text()
+    assert text.startswith("# Chosen by tritonctl analyze") and f"Measured as {result.best.config_id}:" in text
+    report = out / "report.html"
+    if report.exists():  # the analyze extra installs the report's plotting library
+        html = report.read_text()
+        assert result.best.config_id in html and "Plotly" in html
+
+    # smart over the same space, resumed from the same output: it replays its decisions on the
+    # recorded points, so it measures nothing, and it looks at fewer configs than exhaustive did.
+    replay = run_analyze(options(repo, out, strategy="smart", constraints=limit, resume=True))
+    assert replay.measured == 0 and replay.reused > 0
+    assert replay.meta["candidates_measured"] < result.meta["candidates_measured"]
+    assert replay.meta["decisions"][0].startswith("baseline: the default config (")
+    assert len(checkpoint_points(out)) == result.measured
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_subprocess_engine_apply_writes_a_validate_clean_config(repo, tmp_path, capsys):
+    model_dir = repo / "add_sub"
+    slow = (model_dir / "config.pbtxt").read_text().replace("max_queue_delay_microseconds: 100",
+                                                            "max_queue_delay_microseconds: 50000")
+    (model_dir / "config.pbtxt").write_text(slow)  # a default that waits 50 ms for batches never wins
+    original = slow
+    out = tmp_path / "out"
+    code, stdout, stderr = cli(capsys, "analyze", str(repo), "-m", "add_sub", "-o", str(out), "--strategy",
+                               "exhaustive", "--batch-sizes", "4,8", "--queue-delays", "0", "--instance-counts", "1",
+                               "--concurrency", "1:4", *FAST_ARGS, "--apply")
+    assert code == 0, stderr
+    assert "Best configs" in stdout and "Best: b" in stdout and "Measured 3 of 3 configs" in stdout
+    assert (out / "server.log").read_text().count("loaded model 'add_sub'") >= 3  # a real subprocess served it
+    applied = (model_dir / "config.pbtxt").read_text()
+    assert applied == (out / "config.pbtxt").read_text() and applied.startswith("# Chosen by tritonctl analyze")
+    assert (model_dir / "config.pbtxt.orig").read_text() == original
+    report = validate_paths([model_dir])
+    assert report.errors == 0 and report.warnings == 0, [d.message for d in report.diagnostics]
+
+
+def analyze_command(repo: Path, out: Path, *extra: str) -> list[str]:
+    """Exhaustive over 4 configs (the default and b1, b8 x delays 0 and 2000 us), 3 concurrencies each."""
+    return [sys.executable, "-m", "tritonctl", "analyze", str(repo), "-m", "add_sub", "-o", str(out), "--strategy",
+            "exhaustive", "--batch-sizes", "1,8", "--queue-delays", "0,2000", "--instance-counts", "1",
+            "--concurrency", "1:4", *FAST_ARGS, *extra]
+
+
+def start_analyze(repo: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(analyze_command(repo, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_points(out: Path, count: int, process: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (out / "measurements.jsonl").exists() and len(checkpoint_points(out)) >= count:
+            return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} points after {timeout_s} s")
+
+
+def servers_of(repo: Path) -> list[int]:
+    """Processes serving this test's repository (the analyze run's subprocess engine)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"serve" in command and str(repo).encode() in command:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the server process")
+def test_killed_run_resumes_without_repeating_finished_points(repo, tmp_path):
+    out = tmp_path / "out"
+    process = start_analyze(repo, out)
+    wait_for_points(out, 4, process)
+    process.kill()
+    process.wait(10)
+    before = {(p["config_id"], p["concurrency"]) for p in checkpoint_points(out)}
+    deadline = time.monotonic() + 15
+    while servers_of(repo) and time.monotonic() < deadline:  # the engine dies with its parent
+        time.sleep(0.1)
+    assert servers_of(repo) == []
+
+    done = subprocess.run(analyze_command(repo, out, "--resume"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    keys = [(p["config_id"], p["concurrency"]) for p in checkpoint_points(out)]
+    assert len(keys) == len(set(keys)), "a finished point was measured again"
+    assert before < set(keys)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["points_reused"] == len(before) and summary["points_measured"] == len(keys) - len(before)
+    assert "(from checkpoint)" in done.stderr
+
+
+def test_ctrl_c_keeps_what_was_measured(repo, tmp_path):
+    out = tmp_path / "out"
+    process = start_analyze(repo, out)
+    wait_for_points(out, 2, process)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Interrupted:" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert "interrupted: stopped on Ctrl-C" in summary["decisions"][-1]
+    recorded = [p for p in checkpoint_points(out) if not p["error"]]
+    assert len(pd.read_csv(out / "measurements.csv")) == len(recorded) >= 2
+    assert not (out / "config.pbtxt").exists()  # a partial search chooses nothing
+
+
+def test_url_mode_on_a_separately_started_server(repo, tmp_path):
+    import tritonclient.http as httpclient
+
+    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=None, metrics_port=None,
+                                           control_mode="explicit", load_models=["add_sub"])).start()
+    try:
+        result = run_analyze(options(repo, tmp_path / "out", engine="url", url=f"http://{server.http_url}",
+                                     strategy="exhaustive", space=SearchSpace(batch_sizes=(2, 4), queue_delays_us=(0,),
+                                                                              instance_counts=(1,),
+                                                                              concurrency=(1, 2))))
+        assert result.meta["engine"] == f"server at {server.http_url}" and result.best is not None
+        assert result.meta["candidates_measured"] == 3 and (result.frame["throughput"] > 0).all()
+        # The server is left with the model's own config again.
+        config = httpclient.InferenceServerClient(server.http_url).get_model_config("add_sub")
+        assert config["max_batch_size"] == 8 and config["dynamic_batching"]["max_queue_delay_microseconds"] == 100
+    finally:
+        server.stop()
+
+    polling = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=None, metrics_port=None)).start()
+    try:
+        with pytest.raises(AnalyzeError, match="does not accept model loads .* --model-control-mode explicit"):
+            run_analyze(options(repo, tmp_path / "out2", engine="url", url=polling.http_url))
+    finally:
+        polling.stop()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--engine", "triton", "--tritonserver", "/nonexistent/tritonserver"], "not an executable file"),
+    (["--objective", "speed"], "--objective 'speed'"),
+    (["--batch-sizes", "0:4"], "--batch-sizes '0:4': needs 1 <= START <= END"),
+    (["--resume", "--overwrite"], "give one of them"),
+    (["-m", "missing"], "model 'missing' is not in"),
+    (["--url", "127.0.0.1:1", "--engine", "inprocess"], "cannot be combined with --engine inprocess"),
+])
+def test_usage_errors(repo, tmp_path, capsys, args, fragment):
+    code, _, stderr = cli(capsys, "analyze", str(repo), "-m", "add_sub", "-o", str(tmp_path / "out"), *args)
+    assert code == 2 and fragment in stderr, stderr
+
+
+def test_engine_triton_needs_tritonserver(repo, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without tritonserver
+    code, _, stderr = cli(capsys, "analyze", str(repo), "-m", "add_sub", "-o", str(tmp_path / "out"), "--engine",
+                          "triton")
+    assert code == 2 and "--engine triton needs a tritonserver binary, and none is on PATH" in stderr

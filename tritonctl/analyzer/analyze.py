@@ -1,0 +1,248 @@
+"""``run_analyze``: measure candidate configs of one model, choose the best, write the outputs.
+
+The flow: effective config -> candidates -> engine -> strategy (each candidate: apply it through
+the load API, sweep concurrency with ``run_perf``, checkpoint every point) -> choose the best ->
+output directory. Ctrl-C ends the search where it is; what was measured is kept and written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tritonctl import __version__
+from tritonctl.analyzer.checkpoint import Checkpoint
+from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
+from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point, choose_best, summarize
+from tritonctl.analyzer.options import PerfError, PerfOptions, check_options
+from tritonctl.analyzer.point import Point
+from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
+                                       load_model_config)
+from tritonctl.analyzer.strategy import Search, run_exhaustive, run_smart, smart_budget
+from tritonctl.analyzer.sweep import SweepRule, sweep
+
+if TYPE_CHECKING:
+    import pandas
+
+STRATEGIES = ("smart", "exhaustive")
+
+
+@dataclass
+class AnalyzeOptions:
+    repository: Path
+    model: str
+    output_dir: Path
+    space: SearchSpace = field(default_factory=SearchSpace)
+    strategy: str = "smart"
+    objective: Objective = field(default_factory=Objective)
+    constraints: Constraints = field(default_factory=Constraints)
+    budget: int | None = None  # smart: the most configs to measure (default: a quarter of them)
+    engine: str = "subprocess"
+    url: str | None = None
+    protocol: str = "http"
+    tritonserver: str | None = None
+    triton_args: tuple[str, ...] = ()
+    measurement_interval_ms: float = 1000.0
+    stability_percentage: float = 10.0
+    max_trials: int = 6
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_data: str = "random"
+    request_timeout_s: float = 30.0
+    sweep_rule: SweepRule = field(default_factory=SweepRule)
+    resume: bool = False
+    overwrite: bool = False
+    apply: bool = False
+
+
+class Reporter:
+    """What a run tells its user as it goes; the CLI shows it, a library caller may ignore it."""
+
+    def plan(self, total: int, strategy: str) -> None: ...
+    def candidate(self, candidate: Candidate, stage: str) -> None: ...
+    def point(self, point: Point, reused: bool) -> None: ...
+    def candidate_done(self, result: ConfigResult) -> None: ...
+    def decision(self, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+@dataclass
+class AnalyzeResult:
+    output_dir: Path
+    results: list[ConfigResult]
+    best: ConfigResult | None
+    default: ConfigResult | None
+    frame: "pandas.DataFrame"
+    meta: dict
+    files: list[Path]
+    interrupted: bool
+    measured: int  # points measured in this run
+    reused: int  # points taken from the checkpoint
+    notes: list[str]
+    applied: Path | None = None
+
+
+def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> AnalyzeResult:
+    """Run the whole analysis. Raises AnalyzeError / PerfError for anything the user must fix."""
+    reporter = reporter or Reporter()
+    if options.strategy not in STRATEGIES:
+        raise AnalyzeError(f"--strategy {options.strategy!r}: use smart or exhaustive")
+    check_options(PerfOptions(options.model, protocol=options.protocol, input_data=options.input_data,
+                              measurement_interval_ms=options.measurement_interval_ms,
+                              stability_percentage=options.stability_percentage, max_trials=options.max_trials))
+    started, clock = datetime.now(timezone.utc), time.monotonic()
+    repository = options.repository.resolve()
+    model_dir, base = load_model_config(repository, options.model)
+    options = replace(options, space=options.space.resolved(base))
+    candidates = build_candidates(model_dir, base, options.space)
+    for dropped in candidates.dropped:
+        reporter.note(f"skipped {dropped}")
+    output_dir = options.output_dir
+    engine = make_engine(options.engine, repository, options.protocol, output_dir / "server.log", options.url,
+                         options.tritonserver, options.triton_args)
+    checkpoint = Checkpoint.open(output_dir, _settings(options, engine), options.resume, options.overwrite)
+    if checkpoint.dropped_line:
+        reporter.note("the last line of the checkpoint was cut off by the kill; that point is measured again")
+    budget = smart_budget(len(candidates.all), options.budget) if options.strategy == "smart" else None
+    runner = _Runner(options, engine, checkpoint, reporter)
+    search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget)
+    reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
+    interrupted = False
+    try:
+        engine.start()
+        (run_smart if options.strategy == "smart" else run_exhaustive)(search)
+    except KeyboardInterrupt:
+        interrupted = True
+        search.decide("interrupted: stopped on Ctrl-C; the measurements so far are kept")
+    finally:
+        try:
+            if runner.touched:
+                engine.restore(options.model)
+        finally:
+            engine.stop()
+            checkpoint.close()
+    return _finish(options, model_dir, candidates, search, runner, started, time.monotonic() - clock, interrupted)
+
+
+def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
+    """What makes two measurements of one config comparable (checked on --resume)."""
+    return {"model": options.model, "engine": engine.kind, "url": options.url, "protocol": options.protocol,
+            "measurement_interval_ms": options.measurement_interval_ms,
+            "stability_percentage": options.stability_percentage, "max_trials": options.max_trials,
+            "shapes": {k: list(v) for k, v in sorted(options.shapes.items())}, "input_data": options.input_data,
+            "client_batch_size": 1}
+
+
+class _Runner:
+    """Evaluates one candidate: its concurrency sweep, each point from the checkpoint or measured."""
+
+    def __init__(self, options: AnalyzeOptions, engine: Engine, checkpoint: Checkpoint, reporter: Reporter):
+        self.options = options
+        self.engine = engine
+        self.checkpoint = checkpoint
+        self.reporter = reporter
+        self.loaded: str | None = None  # config_hash of the config the server has now
+        self.touched = False
+        self.measured = 0
+        self.reused = 0
+        self.any_ok = any(p.ok for p in checkpoint.recorded)
+
+    def evaluate(self, candidate: Candidate, stage: str) -> ConfigResult:
+        options = self.options
+        self.reporter.candidate(candidate, stage)
+        points, reason = sweep(options.space.concurrency, lambda c: self._point(candidate, c, stage),
+                               options.objective, options.constraints, options.sweep_rule)
+        result = ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
+                              best_point(points, options.objective, options.constraints), reason)
+        self.reporter.candidate_done(result)
+        return result
+
+    def _point(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
+        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, concurrency)
+        if recorded is not None:
+            self.reused += 1
+            self.reporter.point(recorded, True)
+            return recorded
+        point = self._measure(candidate, concurrency, stage)
+        self.checkpoint.record(point)
+        self.measured += 1
+        self.any_ok = self.any_ok or point.ok
+        self.reporter.point(point, False)
+        return point
+
+    def _measure(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
+        from tritonctl.analyzer.perf import run_perf
+
+        options = self.options
+        if self.loaded != candidate.config_hash:
+            self.touched = True
+            try:
+                self.engine.apply(options.model, candidate)
+            except LoadFailed as exc:
+                if not self.any_ok:
+                    raise AnalyzeError(f"the server refused config {candidate.config_id} of model "
+                                       f"'{options.model}': {exc}") from None
+                self.loaded = None
+                return Point.failure(candidate, concurrency, stage, f"load failed: {exc}")
+            self.loaded = candidate.config_hash
+        perf = PerfOptions(options.model, url=self.engine.url, protocol=options.protocol, concurrency=(concurrency,),
+                           shapes=options.shapes, input_data=options.input_data,
+                           measurement_interval_ms=options.measurement_interval_ms,
+                           stability_percentage=options.stability_percentage, max_trials=options.max_trials,
+                           warmup_requests=concurrency, request_timeout_s=options.request_timeout_s)
+        started = time.monotonic()
+        try:
+            result = run_perf(perf)
+        except PerfError as exc:
+            if not self.any_ok:  # nothing has worked yet: a setup problem, not this config's
+                raise
+            return Point.failure(candidate, concurrency, stage, str(exc))
+        return Point.from_level(candidate, result.levels[0], stage, time.monotonic() - started)
+
+
+def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, search: Search, runner: _Runner,
+            started: datetime, wall_s: float, interrupted: bool) -> AnalyzeResult:
+    from tritonctl.analyzer.output import apply_config, write_best_config, write_html, write_summary
+    from tritonctl.analyzer.results import points_frame, write_tables
+
+    points = [p for r in search.results.values() for p in r.points]
+    seen = {id(p) for p in points}
+    points += [p for p in runner.checkpoint.new if id(p) not in seen]  # a candidate cut off by Ctrl-C
+    results = list(summarize(points, options.objective, options.constraints).values())
+    for result in results:
+        if result.config_id in search.results:
+            result.stop_reason = search.results[result.config_id].stop_reason
+    best = choose_best(results, options.objective)
+    default = next((r for r in results if r.is_default), None)
+    frame = points_frame(points, options.objective, options.constraints)
+    by_id = {c.config_id: c for c in candidates.all}
+    best_candidate = by_id.get(best.config_id) if best else None
+    meta = {
+        "model": options.model, "strategy": options.strategy, "objective": options.objective.describe(),
+        "constraints": options.constraints.as_dict(), "best_config_id": best.config_id if best else None,
+        "default_config_id": candidates.default.config_id, "best_config_pbtxt": "",
+        "decisions": list(search.decisions), "engine": runner.engine.describe(), "started": started.isoformat(),
+        "finished": datetime.now(timezone.utc).isoformat(), "wall_s": round(wall_s, 2),
+        "candidates_total": len(candidates.all), "candidates_measured": len(results),
+        "tritonctl_version": __version__, "interrupted": interrupted,
+    }
+    notes: list[str] = []
+    files = write_tables(frame, options.output_dir)
+    applied = None
+    if best is not None and best_candidate is not None and not interrupted:
+        text, path = write_best_config(best_candidate, best, default, meta, model_dir, options.output_dir)
+        meta["best_config_pbtxt"] = text
+        files.append(path)
+        if options.apply:
+            applied, note = apply_config(best_candidate, text, model_dir)
+            notes.append(note)
+    files.append(write_summary(meta, best, default, options, runner, interrupted))
+    report, note = write_html(frame, meta, options.output_dir)
+    if report:
+        files.append(report)
+    if note:
+        notes.append(note)
+    return AnalyzeResult(options.output_dir, results, best, default, frame, meta, files, interrupted,
+                         runner.measured, runner.reused, notes, applied)

@@ -1,0 +1,314 @@
+"""Where candidates run: the bundled server (a subprocess or in-process), a running server (``--url``),
+or a local ``tritonserver``. Every engine applies a candidate the same way, through the repository
+load API with a ``config`` override, so what works on the bundled server works on a real Triton.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tritonctl.analyzer.search import AnalyzeError, Candidate
+
+ENGINES = ("subprocess", "inprocess", "url", "triton")
+START_TIMEOUT_S = 180.0
+SERVING_LINE = re.compile(r": HTTP (\d+|None), gRPC (\d+|None), metrics (\d+|None)\s*$")
+
+
+class LoadFailed(Exception):
+    """The server refused a candidate config; the message is the server's."""
+
+
+class Engine:
+    """A server with explicit model control. ``start`` it, ``apply`` candidates, always ``stop`` it."""
+
+    kind = ""
+    url = ""  # host:port of ``protocol``
+
+    def __init__(self, repository: Path, protocol: str):
+        self.repository = repository
+        self.protocol = protocol
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        pass
+
+    def restore(self, model: str) -> None:
+        """Leave the model as it was before the run (only a server analyze did not start needs it)."""
+
+    def describe(self) -> str:
+        return self.kind
+
+    def apply(self, model: str, candidate: Candidate) -> None:
+        """Load (or reload) ``model`` with the candidate's config; raises LoadFailed with the reason."""
+        self._load(model, candidate.config_json)
+
+    def _client(self):
+        if self.protocol == "grpc":
+            import tritonclient.grpc as module
+
+            return module.InferenceServerClient(self.url)
+        import tritonclient.http as module
+
+        return module.InferenceServerClient(self.url, connection_timeout=600.0, network_timeout=600.0)
+
+    def _load(self, model: str, config_json: str | None) -> None:
+        from tritonclient.utils import InferenceServerException
+
+        client = self._client()
+        try:
+            if config_json is None:
+                client.load_model(model)
+            else:
+                client.load_model(model, config=config_json)
+        except InferenceServerException as exc:
+            message = exc.message() or str(exc)
+            if "explicit model load" in message or "polling is enabled" in message:
+                raise AnalyzeError(f"the server at {self.url} does not accept model loads ({message}): start it "
+                                   "with --model-control-mode explicit") from None
+            raise LoadFailed(message) from None
+        except Exception as exc:  # connection errors
+            raise AnalyzeError(f"cannot reach the server at {self.url} to load '{model}': {exc}") from None
+        finally:
+            client.close()
+
+
+class InProcessEngine(Engine):
+    """The bundled server on a thread of this process (load generation and serving share the GIL)."""
+
+    kind = "inprocess"
+
+    def start(self) -> None:
+        from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+        grpc = self.protocol == "grpc"
+        options = ServeOptions(self.repository, http_port=None if grpc else 0, grpc_port=0 if grpc else None,
+                               metrics_port=None, control_mode="explicit", exit_timeout_secs=5)
+        self._server = BackgroundServer(options).start()
+        self.url = self._server.grpc_url if grpc else self._server.http_url
+
+    def stop(self) -> None:
+        server = getattr(self, "_server", None)
+        if server is not None:
+            server.stop()
+            self._server = None
+
+    def describe(self) -> str:
+        return "bundled server in-process"
+
+
+class ProcessEngine(Engine):
+    """A server in a child process: in its own session (Ctrl-C reaches only analyze, which stops it
+    in order) and, on Linux, killed by the kernel when analyze dies."""
+
+    def __init__(self, repository: Path, protocol: str, log_path: Path):
+        super().__init__(repository, protocol)
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def _spawn(self, command: list[str]) -> int:
+        """Start ``command`` with its output appended to the log; returns the log offset it starts at."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                                preexec_fn=_die_with_parent(os.getpid()))
+            except OSError as exc:
+                raise AnalyzeError(f"cannot start {command[0]}: {exc}") from None
+        return offset
+
+    def _log_tail(self, offset: int, lines: int = 15) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _exited(self, offset: int) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise AnalyzeError(f"the {self.describe()} exited during start-up (status {self.process.returncode}); "
+                               f"its log ({self.log_path}) ends with:\n{self._log_tail(offset)}")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+class SubprocessEngine(ProcessEngine):
+    """``python -m tritonctl serve REPO --model-control-mode explicit`` on a free port (the default)."""
+
+    kind = "subprocess"
+
+    def start(self) -> None:
+        grpc = self.protocol == "grpc"
+        command = [sys.executable, "-m", "tritonctl", "serve", str(self.repository),
+                   "--model-control-mode", "explicit", "--http-port", "-1" if grpc else "0",
+                   "--grpc-port", "0" if grpc else "-1", "--metrics-port", "-1", "--exit-timeout-secs", "5"]
+        offset = self._spawn(command)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._exited(offset)
+            match = next(filter(None, map(SERVING_LINE.search, self._log_tail(offset, 50).splitlines())), None)
+            if match:
+                http, grpc_port = match.group(1), match.group(2)
+                self.url = f"127.0.0.1:{grpc_port if grpc else http}"
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise AnalyzeError(f"the bundled server did not start within {START_TIMEOUT_S:g} s; see {self.log_path}")
+
+    def describe(self) -> str:
+        return "bundled server subprocess"
+
+
+class TritonEngine(ProcessEngine):
+    """A local ``tritonserver`` in explicit model-control mode on free loopback ports."""
+
+    kind = "triton"
+
+    def __init__(self, repository: Path, protocol: str, log_path: Path, binary: str | None,
+                 extra_args: tuple[str, ...] = ()):
+        super().__init__(repository, protocol, log_path)
+        self.binary = find_tritonserver(binary)
+        self.extra_args = extra_args
+
+    def start(self) -> None:
+        http, grpc, metrics = free_ports(3)
+        command = [self.binary, f"--model-repository={self.repository}", "--model-control-mode=explicit",
+                   f"--http-port={http}", f"--grpc-port={grpc}", f"--metrics-port={metrics}",
+                   "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
+                   *self.extra_args]
+        offset = self._spawn(command)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._exited(offset)
+            if _http_ok(f"http://127.0.0.1:{http}/v2/health/live"):
+                self.url = f"127.0.0.1:{grpc if self.protocol == 'grpc' else http}"
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise AnalyzeError(f"tritonserver did not become live within {START_TIMEOUT_S:g} s; see {self.log_path}")
+
+    def describe(self) -> str:
+        return f"tritonserver ({self.binary})"
+
+
+class UrlEngine(Engine):
+    """A server someone else started, in explicit model-control mode; its model is reloaded from its
+    own repository at the end, so it is left as it was found."""
+
+    kind = "url"
+
+    def __init__(self, url: str, protocol: str):
+        super().__init__(Path("."), protocol)
+        self.url = url.split("://", 1)[-1].rstrip("/")
+
+    def start(self) -> None:
+        client = self._client()
+        try:
+            live = client.is_server_live()
+        except Exception as exc:
+            raise AnalyzeError(f"cannot reach a server at {self.url} over {self.protocol}: {exc}") from None
+        finally:
+            client.close()
+        if not live:
+            raise AnalyzeError(f"the server at {self.url} is not live")
+
+    def restore(self, model: str) -> None:
+        try:
+            self._load(model, None)
+        except LoadFailed:
+            pass  # the model's own config does not load on that server: nothing better to leave behind
+
+    def describe(self) -> str:
+        return f"server at {self.url}"
+
+
+def make_engine(kind: str, repository: Path, protocol: str, log_path: Path, url: str | None = None,
+                tritonserver: str | None = None, triton_args: tuple[str, ...] = ()) -> Engine:
+    if kind not in ENGINES:
+        raise AnalyzeError(f"--engine {kind!r}: use one of {', '.join(ENGINES)}")
+    if url and kind != "url":
+        raise AnalyzeError("--url analyzes on a running server; it cannot be combined with --engine " + kind)
+    if kind == "url":
+        if not url:
+            raise AnalyzeError("--engine url needs --url HOST:PORT of a server in explicit model-control mode")
+        return UrlEngine(url, protocol)
+    if kind == "inprocess":
+        return InProcessEngine(repository, protocol)
+    if kind == "triton":
+        return TritonEngine(repository, protocol, log_path, tritonserver, triton_args)
+    return SubprocessEngine(repository, protocol, log_path)
+
+
+def find_tritonserver(binary: str | None) -> str:
+    if binary:
+        path = Path(binary).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise AnalyzeError(f"--tritonserver {binary}: not an executable file")
+        return str(path.resolve())
+    found = shutil.which("tritonserver")
+    if not found:
+        raise AnalyzeError("--engine triton needs a tritonserver binary, and none is on PATH: install Triton "
+                           "(or run inside its container), give --tritonserver PATH, or leave out --engine to "
+                           "use the bundled server")
+    return found
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (held open together so none repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _die_with_parent(parent: int):
+    """A preexec function: the child gets SIGTERM when analyze dies, even by SIGKILL (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            return
+        if os.getppid() != parent:  # analyze died before the request took effect
+            os._exit(1)
+
+    return arm

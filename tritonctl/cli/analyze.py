@@ -1,0 +1,137 @@
+"""``tritonctl analyze``: find the best serving config of a model by measuring candidates."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+from tritonctl.cli.app import CliError, app
+
+
+class Strategy(str, enum.Enum):
+    smart = "smart"
+    exhaustive = "exhaustive"
+
+
+class EngineKind(str, enum.Enum):
+    subprocess = "subprocess"
+    inprocess = "inprocess"
+    url = "url"
+    triton = "triton"
+
+
+class Protocol(str, enum.Enum):
+    http = "http"
+    grpc = "grpc"
+
+
+HELP = (
+    "Find the best serving config of a model: measure candidate configs (max batch size, preferred batch size, "
+    "queue delay, instance count and kind) with a concurrency sweep each, choose the best one under your "
+    "constraints, and write it with a report.\n\n"
+    "By default the bundled server runs the model in a subprocess; --url uses a running server in explicit "
+    "model-control mode (tritonctl serve or Triton), --engine triton a local tritonserver. Every measurement is "
+    "checkpointed: after Ctrl-C or a crash, run the same command with --resume.\n\n"
+) + """[bold]Examples[/bold]
+
+  tritonctl analyze model_repository --model mlp
+
+  tritonctl analyze models -m resnet --max-p99-ms 20 --objective throughput --apply
+
+  tritonctl analyze models -m bert --url localhost:8000 --batch-sizes 1:16 --queue-delays 0,1000,5000
+
+  tritonctl analyze models -m mlp --strategy exhaustive --instance-counts 1:2 --resume
+"""
+
+
+@app.command("analyze", help=HELP)
+def analyze(
+    repository: Path = typer.Argument(..., help="The model repository."),
+    model: str = typer.Option(..., "-m", "--model", help="The model to tune."),
+    output_dir: Path = typer.Option(None, "-o", "--output-dir", help="Where results go (default ./analyze-MODEL)."),
+    strategy: Strategy = typer.Option(Strategy.smart, "--strategy", help="smart (a quarter of the candidates at "
+                                                                         "most) or exhaustive (all of them)."),
+    objective: str = typer.Option("throughput", "--objective", help="throughput, latency (p99) or weighted[:W] "
+                                                                    "(W = weight of throughput, 0..1)."),
+    max_p99_ms: float = typer.Option(None, "--max-p99-ms", help="Constraint: p99 latency at most this (ms)."),
+    min_throughput: float = typer.Option(None, "--min-throughput", help="Constraint: at least this many infer/s."),
+    batch_sizes: str = typer.Option(None, "--batch-sizes", help="max_batch_size values: START:END (powers of two) "
+                                                                "or a list (default 1:64)."),
+    queue_delays: str = typer.Option(None, "--queue-delays", help="max_queue_delay_microseconds values "
+                                                                  "(default 0,100,500,2000,10000)."),
+    instance_counts: str = typer.Option(None, "--instance-counts", help="Instance counts: START:END or a list "
+                                                                        "(default 1 to the CPU cores, 2..4)."),
+    instance_kinds: str = typer.Option(None, "--instance-kinds", help="cpu, gpu or cpu,gpu (default the "
+                                                                      "model's kind)."),
+    preferred_batch_sizes: str = typer.Option(None, "--preferred-batch-sizes",
+                                              help="none, auto (powers of two below each max batch size) or a "
+                                                   "list such as none,4,8 (default none)."),
+    concurrency: str = typer.Option(None, "--concurrency", help="Concurrency sweep: START:END (powers of two) or "
+                                                                "a list (default 1:256)."),
+    budget: int = typer.Option(None, "--budget", help="smart: the most configs to measure "
+                                                      "(default a quarter of the candidates)."),
+    engine: EngineKind = typer.Option(None, "--engine", help="subprocess (default), inprocess, url or triton."),
+    url: str = typer.Option(None, "-u", "--url", help="A running server in explicit model-control mode "
+                                                      "(implies --engine url)."),
+    protocol: Protocol = typer.Option(Protocol.http, "-i", "--protocol", help="Protocol of the load: http or grpc."),
+    tritonserver: str = typer.Option(None, "--tritonserver", help="With --engine triton: the tritonserver binary "
+                                                                  "(default: from PATH)."),
+    triton_arg: list[str] = typer.Option([], "--triton-arg", help="With --engine triton: an extra tritonserver "
+                                                                  "argument, e.g. --triton-arg=--backend-directory=D."),
+    measurement_interval: float = typer.Option(1000, "-p", "--measurement-interval", help="Window in ms."),
+    stability_percentage: float = typer.Option(10, "-s", "--stability-percentage",
+                                               help="Allowed spread of the last 3 windows, in percent."),
+    max_trials: int = typer.Option(6, "-r", "--max-trials", help="Most windows per point."),
+    shape: list[str] = typer.Option([], "--shape", help="NAME:D1,D2 for an input with variable dims (no batch "
+                                                        "dim). Repeatable."),
+    input_data: str = typer.Option("random", "--input-data", help="random, zero or a perf JSON file."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in the output directory."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start again, discarding the measurements there."),
+    apply: bool = typer.Option(False, "--apply", help="Write the best config into the model directory "
+                                                      "(the old one is kept as config.pbtxt.orig)."),
+) -> None:
+    from rich.console import Console
+
+    from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
+    from tritonctl.analyzer.objective import Constraints, Objective
+    from tritonctl.analyzer.options import PerfError, parse_shapes
+    from tritonctl.analyzer.search import AnalyzeError, SearchSpace
+    from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_kinds, parse_powers,
+                                                  parse_preferred)
+    from tritonctl.cli.analyze_view import ProgressReporter, print_result
+
+    err = Console(stderr=True)
+    try:
+        if resume and overwrite:
+            raise AnalyzeError("--resume continues a run and --overwrite discards it: give one of them")
+        if budget is not None and budget < 1:
+            raise AnalyzeError("--budget must be at least 1")
+        space = SearchSpace(
+            batch_sizes=parse_powers(batch_sizes, "--batch-sizes") if batch_sizes else None,
+            queue_delays_us=parse_delays(queue_delays) if queue_delays else None,
+            instance_counts=parse_counts(instance_counts) if instance_counts else None,
+            instance_kinds=parse_kinds(instance_kinds) if instance_kinds else None,
+            preferred_batch_sizes=parse_preferred(preferred_batch_sizes) if preferred_batch_sizes else None,
+            concurrency=parse_powers(concurrency, "--concurrency") if concurrency else None,
+        )
+        options = AnalyzeOptions(
+            repository=repository, model=model, space=space,
+            output_dir=output_dir if output_dir is not None else Path(f"analyze-{model}"),
+            strategy=strategy.value, objective=Objective.parse(objective),
+            constraints=Constraints(max_p99_ms, min_throughput), budget=budget,
+            engine=(engine.value if engine else ("url" if url else "subprocess")), url=url, protocol=protocol.value,
+            tritonserver=tritonserver, triton_args=tuple(triton_arg), measurement_interval_ms=measurement_interval,
+            stability_percentage=stability_percentage, max_trials=max_trials, shapes=parse_shapes(shape),
+            input_data=input_data, resume=resume, overwrite=overwrite, apply=apply,
+        )
+        with ProgressReporter(err) as reporter:
+            result = run_analyze(options, reporter)
+    except (AnalyzeError, PerfError) as exc:
+        raise CliError(str(exc), 2) from None
+    print_result(result, options, Console(), err)
+    if result.interrupted:
+        raise typer.Exit(130)
+    if result.best is None:
+        raise typer.Exit(1)

@@ -1,0 +1,90 @@
+"""What ``tritonctl analyze`` shows: a progress bar with ETA while it runs, then the summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from tritonctl.analyzer.analyze import AnalyzeOptions, AnalyzeResult, Reporter
+from tritonctl.analyzer.objective import ConfigResult
+from tritonctl.analyzer.point import Point
+from tritonctl.analyzer.search import Candidate
+
+
+class ProgressReporter(Reporter):
+    """One bar over the configs to measure (the smart budget, or all for exhaustive), with ETA;
+    a line per measured point and per decision above it."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("configs"), TimeElapsedColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True)
+        self.task = None
+        self.current = ""
+
+    def __enter__(self) -> "ProgressReporter":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.progress.stop()
+
+    def plan(self, total: int, strategy: str) -> None:
+        self.task = self.progress.add_task(f"{strategy} search", total=total)
+
+    def candidate(self, candidate: Candidate, stage: str) -> None:
+        self.current = candidate.config_id
+        self._describe(f"{stage}: {candidate.config_id}")
+
+    def point(self, point: Point, reused: bool) -> None:
+        source = "[dim](from checkpoint)[/dim]" if reused else ""
+        text = point.describe() if point.ok else f"[red]{point.describe()}[/red]"
+        self.console.print(f"  [dim]{point.config_id:>24}[/dim]  {text} {source}".rstrip(), soft_wrap=True)
+        self._describe(f"{point.stage}: {point.config_id} (concurrency {point.concurrency} done)")
+
+    def candidate_done(self, result: ConfigResult) -> None:
+        if self.task is not None:
+            task = self.progress.tasks[0]
+            if task.completed + 1 > (task.total or 0):
+                self.progress.update(self.task, total=task.completed + 1)
+            self.progress.advance(self.task)
+
+    def decision(self, text: str) -> None:
+        self.console.print(f"[cyan]>[/cyan] {text}", soft_wrap=True)
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]note:[/yellow] {text}", soft_wrap=True)
+
+    def _describe(self, text: str) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description=text)
+
+
+def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, err: Console) -> None:
+    from tritonctl.analyzer.results import summary_table
+
+    best_id = result.best.config_id if result.best else None
+    if result.results:
+        out.print(summary_table(result.results, options.objective, options.constraints, best_id))
+    meta = result.meta
+    out.print(f"Measured {meta['candidates_measured']} of {meta['candidates_total']} configs "
+              f"({result.measured} points measured, {result.reused} from the checkpoint) in {meta['wall_s']:.0f} s.")
+    if result.best is not None:
+        out.print(f"[bold]Best:[/bold] {result.best.config_id}: {result.best.best.describe()}")
+        default = result.default
+        if default is not None and default.best is not None and default.config_id != best_id:
+            tp = result.best.best.throughput / default.best.throughput if default.best.throughput else 0.0
+            out.print(f"[bold]Default:[/bold] {default.best.describe()} "
+                      f"(best/default throughput x{tp:.2f}, p99 {result.best.best.p99_ms:.2f} vs "
+                      f"{default.best.p99_ms:.2f} ms)")
+    elif not result.interrupted:
+        err.print(f"[red]No config met the constraints[/red] ({options.constraints.describe()}); "
+                  "see the table for the closest ones, or relax --max-p99-ms / --min-throughput.")
+    for note in result.notes:
+        err.print(f"[yellow]note:[/yellow] {note}")
+    out.print("Outputs: " + ", ".join(str(path) for path in result.files))
+    if result.interrupted:
+        err.print(f"[yellow]Interrupted:[/yellow] {result.measured + result.reused} points kept in "
+                  f"{result.output_dir}; run the same command with --resume to continue.")
