@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tritonctl.analyzer import report_data
+from tritonctl.analyzer import report_format as fmt
 from tritonctl.analyzer.report_data import knob_summary
 
 if TYPE_CHECKING:
@@ -36,53 +36,57 @@ def write_html_report(path: Path, measurements: "pandas.DataFrame", meta: dict) 
     html = render_html_report(measurements, meta)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # created with the usual permissions
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(html)
+        temporary.write_text(html, encoding="utf-8")
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
 
 
 def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
     """The report as one HTML string."""
-    import jinja2
-    from plotly.offline import get_plotlyjs
+    try:
+        import jinja2
+        from plotly.offline import get_plotlyjs
+    except ImportError as exc:
+        raise ImportError(f"the HTML report needs plotly and Jinja2 ({exc}); "
+                          "install them with pip install 'tritonctl[analyze]'") from exc
 
     frame = report_data.prepare(measurements)
-    bests = report_data.config_bests(frame)
+    limits = report_data.constraint_limits(meta.get("constraints") or {})
+    bests = report_data.config_bests(frame, limits)
     best_id, default_id = meta.get("best_config_id"), _default_config_id(frame, meta)
     if best_id is not None and best_id not in set(bests["config_id"]):
         raise ValueError(f"meta names best_config_id {best_id!r}, but the measurements have no row for it; "
                          f"pass the measurements of the same run")
     chosen, default = _row(bests, best_id), _row(bests, default_id)
-    figures = _figures(frame, bests, chosen, default, meta)
+    figures = _figures(frame, bests, chosen, default, limits, meta)
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = environment.from_string(resources.files("tritonctl").joinpath(TEMPLATE).read_text(encoding="utf-8"))
     return template.render(
         model=meta.get("model", "?"), interrupted=bool(meta.get("interrupted")),
         verdict=_verdict(frame, bests, chosen, default, meta), facts=_facts(frame, meta),
         pbtxt=meta.get("best_config_pbtxt") or "", decisions=list(meta.get("decisions") or []),
+        chosen=chosen is not None,
         figures=figures, table=_table(bests, best_id, default_id),
         plotly_js=get_plotlyjs() if figures else "", version=meta.get("tritonctl_version", ""),
-        measured_points=len(frame), period=_period(meta),
+        measured_points=len(frame), period=fmt.period(meta),
     )
 
 
-def _figures(frame, bests, chosen, default, meta) -> list[dict]:
+def _figures(frame, bests, chosen, default, limits, meta) -> list[dict]:
     """The figures in reading order, each as {id, title, caption, json}; none for an empty run."""
     from tritonctl.analyzer import report_plots
 
     plotted = frame.dropna(subset=["throughput", "p99_ms"])
     if plotted.empty:
         return []
-    constraints = _constraint_values(meta.get("constraints") or {})
     marks = report_plots.Highlights(
         _value(chosen, "config_id"), _value(default, "config_id"),
-        constraints.get("max_p99_ms"), constraints.get("min_throughput"))
+        limits.get("max_p99_ms"), limits.get("min_throughput"))
     objective = str(meta.get("objective") or "objective")
     figures = [
         ("plot-throughput-latency", "Throughput vs p99 latency, per config",
@@ -100,10 +104,10 @@ def _figures(frame, bests, chosen, default, meta) -> list[dict]:
                  else "among all configs, since none meets the constraints")
         figures.append((
             "plot-knobs", "Effect of each knob",
-            f"Bars: the best {objective} reached with each value of a knob (other knobs free), {among}. "
+            f"Bars: the best objective ({objective}) reached with each value of a knob (other knobs free), {among}. "
             "Dots: every config's best point (green meets the constraints, grey misses one). The knob "
             "that moves the best the most is on the left.",
-            report_plots.knob_effect_panels(bests, effects, objective, marks)))
+            report_plots.knob_effect_panels(bests, effects, marks)))
     if len(effects) >= 2 and frame["meets_constraints"].any():
         first, second = effects[0].column, effects[1].column
         figures.append((
@@ -133,20 +137,22 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
                 "Loosen a constraint or widen the search space (more instances, other batch sizes), then run again."])
         return dict(kind="fail", subtitle="", title="No best config was chosen", lines=[
             f"The highest-ranked measured config is {top['config_id']} ({knob_summary(top)}): "
-            f"{_throughput(top['throughput'])} infer/s at p99 {_ms(top['p99_ms'])} ms."])
-    lines = [f"{_throughput(chosen['throughput'])} infer/s at p99 {_ms(chosen['p99_ms'])} ms "
+            f"{fmt.throughput(top['throughput'])} infer/s at p99 {fmt.ms(top['p99_ms'])} ms."])
+    lines = [f"{fmt.throughput(chosen['throughput'])} infer/s at p99 {fmt.ms(chosen['p99_ms'])} ms "
              f"(concurrency {int(chosen['concurrency'])})."]
     if default is None:
         lines.append("The default config was not measured, so there is no comparison with it.")
     elif default["config_id"] == chosen["config_id"]:
         lines.append("The model's default config is already the best measured one.")
     else:
-        gain = _ratio(chosen["throughput"], default["throughput"])
-        change = _ratio(chosen["p99_ms"], default["p99_ms"])
+        gain = fmt.ratio(chosen["throughput"], default["throughput"])
+        change = fmt.ratio(chosen["p99_ms"], default["p99_ms"])
         lines.append(
             (f"{gain:.2f}x the default config's throughput" if math.isfinite(gain) else
-             "The default config's throughput") + f" ({_throughput(default['throughput'])} infer/s); "
-            f"p99 {_ms(chosen['p99_ms'])} ms vs {_ms(default['p99_ms'])} ms"
+             "The default config's throughput")
+            + f" ({fmt.throughput(default['throughput'])} infer/s at concurrency {int(default['concurrency'])});"
+            " "
+            f"p99 {fmt.ms(chosen['p99_ms'])} ms vs {fmt.ms(default['p99_ms'])} ms"
             + (f" ({(change - 1) * 100:+.0f}%)." if math.isfinite(change) else "."))
         if not default["meets_constraints"]:
             lines.append("The default config meets the constraints at none of the concurrencies measured.")
@@ -155,8 +161,8 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
 
 def _point_words(row) -> str:
     """A measured point in words, for the verdict."""
-    return (f"{row['config_id']} ({knob_summary(row)}), {_throughput(row['throughput'])} infer/s at "
-            f"p99 {_ms(row['p99_ms'])} ms (concurrency {int(row['concurrency'])})")
+    return (f"{row['config_id']} ({knob_summary(row)}), {fmt.throughput(row['throughput'])} infer/s at "
+            f"p99 {fmt.ms(row['p99_ms'])} ms (concurrency {int(row['concurrency'])})")
 
 
 def _facts(frame, meta) -> list[tuple[str, str]]:
@@ -171,35 +177,29 @@ def _facts(frame, meta) -> list[tuple[str, str]]:
         ("Strategy", str(meta.get("strategy") or "?")),
         ("Candidates measured", candidates),
         ("Engine", str(meta.get("engine") or "?")),
-        ("Wall time", f"{_duration(meta.get('wall_s'))}, {len(frame)} measurement{'' if len(frame) == 1 else 's'}"),
+        ("Wall time", f"{fmt.duration(meta.get('wall_s'))}, {len(frame)} "
+                      + ("measurement" if len(frame) == 1 else "measurements")),
     ]
-
-
-def _period(meta) -> str:
-    """When the run started and finished, e.g. "2025-01-01 10:00:00 to 10:06:12"."""
-    started, finished = (str(meta.get(k) or "").replace("T", " ") for k in ("started", "finished"))
-    if started and finished and started[:10] == finished[:10]:
-        finished = finished[11:]  # same day: the time alone
-    return " to ".join(t for t in (started, finished) if t)
 
 
 # The configs table: (header, how a cell shows, how it sorts) per column. Knob columns whose value
 # is the same for every config are left out of the table and said once above it instead.
 _COLUMNS = (
     ("Config", lambda r: r["config_id"], lambda r: r["config_id"]),
-    ("Instances", lambda r: _int(r["instance_count"]), lambda r: _sortable(r["instance_count"])),
+    ("Instances", lambda r: fmt.integer(r["instance_count"]), lambda r: fmt.sortable(r["instance_count"])),
     ("Kind", lambda r: _kind(r["instance_kind"]), lambda r: _kind(r["instance_kind"])),
-    ("Max batch", lambda r: _int(r["max_batch_size"]), lambda r: _sortable(r["max_batch_size"])),
-    ("Preferred", lambda r: "none" if r["preferred_batch_size"] == 0 else _int(r["preferred_batch_size"]),
-     lambda r: _sortable(r["preferred_batch_size"])),
-    ("Delay (µs)", lambda r: _int(r["max_queue_delay_us"], thousands=True), lambda r: _sortable(r["max_queue_delay_us"])),
-    ("Concurrency", lambda r: _int(r["concurrency"]), lambda r: _sortable(r["concurrency"])),
-    ("Infer/s", lambda r: _throughput(r["throughput"]), lambda r: _sortable(r["throughput"])),
-    ("p99 (ms)", lambda r: _ms(r["p99_ms"]), lambda r: _sortable(r["p99_ms"])),
-    ("Avg batch", lambda r: _number(r["avg_batch_size"], ".1f"), lambda r: _sortable(r["avg_batch_size"])),
+    ("Max batch", lambda r: fmt.integer(r["max_batch_size"]), lambda r: fmt.sortable(r["max_batch_size"])),
+    ("Preferred", lambda r: "none" if r["preferred_batch_size"] == 0 else fmt.integer(r["preferred_batch_size"]),
+     lambda r: fmt.sortable(r["preferred_batch_size"])),
+    ("Delay (µs)", lambda r: fmt.integer(r["max_queue_delay_us"], thousands=True),
+     lambda r: fmt.sortable(r["max_queue_delay_us"])),
+    ("Concurrency", lambda r: fmt.integer(r["concurrency"]), lambda r: fmt.sortable(r["concurrency"])),
+    ("Infer/s", lambda r: fmt.throughput(r["throughput"]), lambda r: fmt.sortable(r["throughput"])),
+    ("p99 (ms)", lambda r: fmt.ms(r["p99_ms"]), lambda r: fmt.sortable(r["p99_ms"])),
+    ("Avg batch", lambda r: fmt.number(r["avg_batch_size"], ".1f"), lambda r: fmt.sortable(r["avg_batch_size"])),
     ("Meets", lambda r: "failed" if r["error"] else "yes" if r["meets_constraints"] else "no",
      lambda r: int(bool(r["meets_constraints"]))),
-    ("Objective", lambda r: _number(r["objective"], ".4g"), lambda r: _sortable(r["objective"])),
+    ("Objective", lambda r: fmt.number(r["objective"], ".4g"), lambda r: fmt.sortable(r["objective"])),
     ("Stage", lambda r: str(r["stage"]) if report_data.known(r["stage"]) else "", lambda r: str(r["stage"])),
     ("Points", lambda r: str(r["points"]), lambda r: int(r["points"])),
 )
@@ -220,7 +220,7 @@ def _table(bests, best_id, default_id) -> dict:
         rows.append(dict(cells=[(show(row), key(row), header) for header, show, key in columns],
                          classes=" ".join(classes), best=is_best, default=is_default, error=row["error"]))
     notes = [f"instance kind {_kind(value)}" if header == "Kind" else
-             ("no preferred batch size" if value == 0 else f"preferred batch size {_int(value)}")
+             ("no preferred batch size" if value == 0 else f"preferred batch size {fmt.integer(value)}")
              for header, value in shared.items()]
     return dict(headers=[column[0] for column in columns], rows=rows,
                 note=f"Every config has {' and '.join(notes)}." if notes else "")
@@ -235,20 +235,6 @@ def _default_config_id(frame, meta) -> str | None:
         return str(meta["default_config_id"])
     flagged = frame.loc[frame["is_default"], "config_id"]
     return str(flagged.iloc[0]) if len(flagged) else None
-
-
-def _constraint_values(constraints: dict) -> dict[str, float]:
-    """Constraint names normalized (`--max-p99-ms` and `max_p99_ms` alike) with numeric values."""
-    values = {}
-    for name, value in constraints.items():
-        if value is None:
-            continue
-        key = str(name).lstrip("-").replace("-", "_").lower()
-        try:
-            values[key] = float(value)
-        except (TypeError, ValueError):
-            continue
-    return values
 
 
 def _constraints_text(constraints: dict) -> str:
@@ -275,52 +261,3 @@ def _row(bests, config_id):
 
 def _value(row, column):
     return None if row is None else row[column]
-
-
-def _ratio(numerator, denominator) -> float:
-    try:
-        return float(numerator) / float(denominator)
-    except (TypeError, ValueError, ZeroDivisionError):
-        return math.nan
-
-
-def _finite(value) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _sortable(value):
-    return float(value) if _finite(value) else ""
-
-
-def _number(value, spec: str) -> str:
-    return format(float(value), spec) if _finite(value) else "n/a"
-
-
-def _int(value, thousands: bool = False) -> str:
-    return (f"{int(value):,}" if thousands else str(int(value))) if _finite(value) else "?"
-
-
-def _throughput(value) -> str:
-    if not _finite(value):
-        return "n/a"
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
-
-
-def _ms(value) -> str:
-    if not _finite(value):
-        return "n/a"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
-
-
-def _duration(seconds) -> str:
-    if not _finite(seconds):
-        return "?"
-    seconds = round(float(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"

@@ -60,22 +60,60 @@ def prepare(measurements: "pandas.DataFrame") -> "pandas.DataFrame":
     return frame.reset_index(drop=True)
 
 
-def config_bests(frame: "pandas.DataFrame") -> "pandas.DataFrame":
+def config_bests(frame: "pandas.DataFrame", constraints: dict | None = None) -> "pandas.DataFrame":
     """One row per config: its best measured point, with `points` (how many concurrencies were measured).
 
-    The best point is the highest objective among the points that meet the constraints (ties go to
-    the lower p99, then the lower concurrency); a config with no such point shows its highest
-    objective anyway, with meets_constraints False. Rows come best first."""
+    The same rule analyze uses (objective.best_point): among the points meeting the constraints,
+    those within noise of the best objective, and of these the lowest p99. A config with no such
+    point shows the point closest to meeting `constraints` (names as in Constraints.as_dict), with
+    meets_constraints False. Rows come best first: passing configs by objective, then the others
+    by how close they came."""
+    from types import SimpleNamespace
+
+    from tritonctl.analyzer.objective import NOISE, Constraints
+
     if frame.empty:
         return frame.assign(points=[])
-    ranked = frame.assign(
-        _obj=frame["objective"].fillna(-math.inf), _p99=frame["p99_ms"].fillna(math.inf),
-    ).sort_values(["meets_constraints", "_obj", "_p99", "concurrency"], ascending=[False, False, True, True],
-                  kind="mergesort")
-    bests = ranked.drop_duplicates("config_id", keep="first")
+    limits = Constraints(**{k: v for k, v in (constraints or {}).items() if k in ("max_p99_ms", "min_throughput")})
+
+    def violation(row) -> float:
+        measured = bool(row["throughput"] > 0 and row["p99_ms"] > 0)  # NaN compares False: not measured
+        return limits.violation(SimpleNamespace(ok=measured, p99_ms=row["p99_ms"], throughput=row["throughput"]))
+
+    picks, ranks = [], {}
+    for config_id, rows in frame.groupby("config_id", sort=False):
+        passing = rows[rows["meets_constraints"] & rows["objective"].notna()]
+        if len(passing):
+            top = passing["objective"].max()
+            near = passing[passing["objective"] >= top * (1.0 - NOISE)]
+            pick = near.sort_values(["p99_ms", "concurrency"], kind="mergesort").index[0]
+            ranks[pick] = (0, -rows.at[pick, "objective"], rows.at[pick, "p99_ms"])
+        else:
+            misses = rows.apply(violation, axis=1)
+            pick = misses.sort_values(kind="mergesort").index[0]
+            ranks[pick] = (1, misses[pick], -_number_or(rows.at[pick, "objective"], -math.inf))
+        picks.append(pick)
     counts = frame.groupby("config_id")["concurrency"].nunique()
-    bests = bests.assign(points=bests["config_id"].map(counts).astype(int))
-    return bests.drop(columns=["_obj", "_p99"]).reset_index(drop=True)
+    bests = frame.loc[sorted(picks, key=ranks.__getitem__)]
+    return bests.assign(points=bests["config_id"].map(counts).astype(int)).reset_index(drop=True)
+
+
+def _number_or(value, fallback: float) -> float:
+    return fallback if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def constraint_limits(constraints: dict) -> dict[str, float]:
+    """Constraint names normalized (`--max-p99-ms` and `max_p99_ms` alike) with numeric values."""
+    values = {}
+    for name, value in constraints.items():
+        if value is None:
+            continue
+        key = str(name).lstrip("-").replace("-", "_").lower()
+        try:
+            values[key] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return values
 
 
 def pareto_front(frame: "pandas.DataFrame") -> "pandas.DataFrame":

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tritonctl.analyzer import report_format as fmt
 from tritonctl.analyzer.report_data import KNOBS, KnobEffect, best_throughput_grid, knob_summary
 
 if TYPE_CHECKING:
@@ -57,14 +58,15 @@ def throughput_vs_latency(frame: "pandas.DataFrame", marks: Highlights) -> "Figu
         else:
             line, opacity = dict(color=palette[number % len(palette)], width=1.5), 0.6
         figure.add_trace(go.Scatter(
-            x=rows["p99_ms"], y=rows["throughput"], name=name, mode="lines+markers+text" if is_best else "lines+markers",
+            x=rows["p99_ms"], y=rows["throughput"], name=name,
+            mode="lines+markers+text" if is_best else "lines+markers",
             line=line, opacity=opacity, legendrank=1 if (is_best or is_default) else 1000,
             marker=dict(size=9 if is_best else 7,
                         symbol=["circle" if ok else "circle-open" for ok in rows["meets_constraints"]]),
             text=[f"c={int(c)}" for c in rows["concurrency"]] if is_best else None, textposition="top left",
             customdata=_point_details(rows), hovertemplate=_POINT_HOVER,
         ))
-    _constraint_lines(figure, marks)
+    _constraint_lines(figure, frame, marks)
     if _wide(frame["p99_ms"]):
         figure.update_xaxes(type="log")
     figure.update_layout(
@@ -98,14 +100,14 @@ def pareto(frame: "pandas.DataFrame", front: "pandas.DataFrame", chosen, default
             marker=dict(color=color, size=20 if symbol == "star" else 14, symbol=symbol,
                         line=dict(color="white", width=1)),
             customdata=_point_details(row.to_frame().T), hovertemplate=_POINT_HOVER))
-    _constraint_lines(figure, marks)
+    _constraint_lines(figure, points, marks)
     if _wide(points["p99_ms"]):
         figure.update_xaxes(type="log")
     figure.update_layout(xaxis_title=LATENCY_AXIS, yaxis_title=THROUGHPUT_AXIS, height=480, **_COMMON_LAYOUT)
     return figure
 
 
-def knob_effect_panels(bests: "pandas.DataFrame", effects: list[KnobEffect], objective: str, marks: Highlights) -> "Figure":
+def knob_effect_panels(bests: "pandas.DataFrame", effects: list[KnobEffect], marks: Highlights) -> "Figure":
     """Per knob (the one that mattered most on the left): a bar of the best objective per value and
     every config's best point as a dot, so both the ceiling and the spread show."""
     import plotly.graph_objects as go
@@ -119,7 +121,8 @@ def knob_effect_panels(bests: "pandas.DataFrame", effects: list[KnobEffect], obj
         figure.add_trace(go.Bar(
             x=labels, y=effect.best, name=f"best per value ({effect.label})", showlegend=False,
             marker_color="rgba(31,119,180,0.35)", marker_line=dict(color=FRONT_COLOR, width=1.5),
-            hovertemplate=f"{effect.label} %{{x}}<br>best objective %{{y:.4g}}<extra></extra>"), row=1, col=column_number)
+            hovertemplate=f"{effect.label} %{{x}}<br>best objective %{{y:.4g}}<extra></extra>"),
+            row=1, col=column_number)
         for group, rows, color in _config_groups(bests, marks):
             figure.add_trace(go.Box(
                 x=[_value_label(effect.column, v) for v in rows[effect.column]], y=rows["objective"],
@@ -129,7 +132,7 @@ def knob_effect_panels(bests: "pandas.DataFrame", effects: list[KnobEffect], obj
                 text=[f"{c}<br>{knob_summary(r)}" for c, (_, r) in zip(rows["config_id"], rows.iterrows())],
                 hovertemplate="%{text}<br>objective %{y:.4g}<extra></extra>"), row=1, col=column_number)
         figure.update_xaxes(type="category", categoryorder="array", categoryarray=labels, row=1, col=column_number)
-    figure.update_yaxes(title_text=f"{objective} (higher is better)", row=1, col=1)
+    figure.update_yaxes(title_text="objective (higher is better)", row=1, col=1)
     figure.update_layout(height=470, bargap=0.35, boxmode="overlay", legend=dict(orientation="h", y=-0.18),
                          **(_COMMON_LAYOUT | dict(margin=dict(l=70, r=30, t=90, b=60))))
     return figure
@@ -177,11 +180,11 @@ def _point_details(rows: "pandas.DataFrame") -> list[list]:
     details = []
     for _, row in rows.iterrows():
         server = []
-        if _finite(row.get("avg_batch_size")):
+        if fmt.finite(row.get("avg_batch_size")):
             server.append(f"avg batch {row['avg_batch_size']:.1f}")
-        if _finite(row.get("queue_us")):
+        if fmt.finite(row.get("queue_us")):
             server.append(f"queue {row['queue_us'] / 1000:.2f} ms")
-        if _finite(row.get("compute_us")):
+        if fmt.finite(row.get("compute_us")):
             server.append(f"compute {row['compute_us'] / 1000:.2f} ms")
         if not row.get("meets_constraints"):
             server.append("misses a constraint")
@@ -189,14 +192,27 @@ def _point_details(rows: "pandas.DataFrame") -> list[list]:
     return details
 
 
-def _constraint_lines(figure: "Figure", marks: Highlights) -> None:
+def _constraint_lines(figure: "Figure", points: "pandas.DataFrame", marks: Highlights) -> None:
+    """Dotted red lines at the constraints. A limit far outside the measured range would squeeze the
+    data into a corner, so it becomes a note instead ("max p99 50 ms: off the chart, every point is under it")."""
+    style = dict(color=BEST_COLOR, dash="dot", width=2)
+    notes = []
     if marks.max_p99_ms is not None:
-        figure.add_vline(x=marks.max_p99_ms, line=dict(color=BEST_COLOR, dash="dot", width=2),
-                         annotation_text=f"max p99 {marks.max_p99_ms:g} ms", annotation_position="top right")
+        text = f"max p99 {marks.max_p99_ms:g} ms"
+        if marks.max_p99_ms <= 1.5 * points["p99_ms"].max():
+            figure.add_vline(x=marks.max_p99_ms, line=style, annotation_text=text, annotation_position="top right")
+        else:
+            notes.append(f"{text}: off the chart, every point is under it")
     if marks.min_throughput is not None:
-        figure.add_hline(y=marks.min_throughput, line=dict(color=BEST_COLOR, dash="dot", width=2),
-                         annotation_text=f"min throughput {marks.min_throughput:g}/s",
-                         annotation_position="bottom right")
+        text = f"min throughput {marks.min_throughput:g}/s"
+        if marks.min_throughput >= points["throughput"].min() / 1.5:
+            figure.add_hline(y=marks.min_throughput, line=style, annotation_text=text,
+                             annotation_position="bottom right")
+        else:
+            notes.append(f"{text}: off the chart, every point is over it")
+    if notes:
+        figure.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=1.0, y=1.0, xanchor="right",
+                              yanchor="bottom", showarrow=False, font=dict(color=BEST_COLOR, size=12))
 
 
 def _wide(latencies: "pandas.Series") -> bool:
@@ -214,10 +230,3 @@ def _value_label(column: str, value) -> str:
     if column == "preferred_batch_size" and float(value) == 0:
         return "none"
     return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
-
-
-def _finite(value) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False

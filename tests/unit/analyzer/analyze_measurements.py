@@ -80,7 +80,8 @@ def make_meta(frame, **overrides) -> dict:
             "refine: queue delay 500 us added 0.4 ms p99 for +6% throughput -> keep 500 us",
             "stop: no neighbour improved the best by more than the noise (3%)",
         ],
-        engine="bundled server (subprocess)", started="2025-01-01T10:00:00", finished="2025-01-01T10:06:12",
+        engine="bundled server (subprocess)", started="2025-01-01T10:00:00.250000+00:00",
+        finished="2025-01-01T10:06:12.650000+00:00",
         wall_s=372.4, candidates_total=48, candidates_measured=frame["config_id"].nunique(),
         tritonctl_version="0.1.0")
     meta.update(overrides)
