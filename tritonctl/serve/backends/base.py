@@ -48,9 +48,12 @@ class RequestBackend(ModelInstance, abc.ABC):
     """A backend that receives the batch as separate requests (Triton's Python backend)."""
 
     @abc.abstractmethod
-    def execute_requests(self, requests: list) -> list:
-        """One result per request of ``requests`` (InferRequest objects): its outputs by name, or
-        the ServeError that request fails with. Raises ServeError when the whole batch fails."""
+    def execute_requests(self, requests: list, deliver) -> list | None:
+        """One result per request of ``requests`` (InferRequest objects): its outputs by name, the
+        ServeError that request fails with, or None when the model answers it itself through
+        ``deliver`` (``core.responder.Responder.deliver``). None instead of the list for a
+        decoupled model, which answers every request through ``deliver``. Raises ServeError when
+        the whole batch fails."""
 
 
 class ModelExecutionError(ServeError):

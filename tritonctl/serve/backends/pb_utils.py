@@ -7,6 +7,8 @@ It holds the part of Triton's module that models use in ``initialize`` / ``execu
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,11 @@ TRITON_STRING_TO_NUMPY: dict[str, Any] = {
 # InferenceRequest.flags() bits of a sequence's first and last request.
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+# InferenceResponseSender.send() flag: the request's last response.
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+# PreferredMemory types (BLS outputs always arrive in CPU memory here).
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_GPU = 2
 # DataType enum numbers of model_config.proto (TYPE_BOOL = 1 ... TYPE_STRING = 13).
 _NUMPY_BY_ENUM = dict(enumerate(TRITON_STRING_TO_NUMPY.values(), start=1))
 
@@ -45,6 +52,43 @@ class TritonError:
 
 class TritonModelException(Exception):
     """Raised by these helpers when a model uses them wrongly."""
+
+
+class PreferredMemory:
+    """Where a BLS request would like its outputs (``TRITONSERVER_MEMORY_CPU`` / ``_GPU`` and a
+    device id); outputs are numpy arrays in CPU memory here, whatever is preferred."""
+
+    def __init__(self, preferred_memory_type: int = TRITONSERVER_MEMORY_CPU, preferred_device_id: int = 0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+class Logger:
+    """``pb_utils.Logger.log_info(msg)`` ... : model messages in the server's log, at the level
+    the server's log settings let through (VERBOSE = debug)."""
+
+    INFO, WARNING, ERROR, VERBOSE = logging.INFO, logging.WARNING, logging.ERROR, logging.DEBUG
+    _log = logging.getLogger("tritonctl.serve.python_model")
+
+    @classmethod
+    def log(cls, message: str, level: int = logging.INFO) -> None:
+        cls._log.log(level, "%s", message, stacklevel=2)
+
+    @classmethod
+    def log_info(cls, message: str) -> None:
+        cls._log.info("%s", message, stacklevel=2)
+
+    @classmethod
+    def log_warn(cls, message: str) -> None:
+        cls._log.warning("%s", message, stacklevel=2)
+
+    @classmethod
+    def log_error(cls, message: str) -> None:
+        cls._log.error("%s", message, stacklevel=2)
+
+    @classmethod
+    def log_verbose(cls, message: str) -> None:
+        cls._log.debug("%s", message, stacklevel=2)
 
 
 class Tensor:
@@ -76,20 +120,50 @@ class Tensor:
 
 
 class InferenceRequest:
-    """One request of the batch ``execute`` receives."""
+    """A request: one of the batch ``execute`` receives, or a BLS request a model builds to run
+    another model (``exec`` / ``async_exec``). Built by a model, it takes Triton's keywords:
+    ``InferenceRequest(model_name=, inputs=[Tensor...], requested_output_names=[...])`` and
+    optionally ``request_id``, ``correlation_id`` (int or str), ``model_version`` (-1 = latest),
+    ``flags`` (sequence start / end), ``timeout`` (queue timeout in microseconds),
+    ``preferred_memory`` and ``parameters`` (a dict of str, int and bool values)."""
 
-    def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
-                 requested_output_names: list[str] | None = None, request_id: str = "",
-                 correlation_id: int | str = 0,
-                 flags: int = 0, parameters: dict | None = None, model_version: int = -1):
+    def __init__(self, request_id: str = "", correlation_id: int | str = 0, *, inputs: list[Tensor],
+                 requested_output_names: list[str], model_name: str, model_version: int = -1, flags: int = 0,
+                 timeout: int = 0, preferred_memory: PreferredMemory | None = None, trace=None,
+                 parameters: dict | str | None = None):
+        if not isinstance(model_name, str) or not model_name:
+            raise TritonModelException("InferenceRequest needs model_name, the name of the model to run")
+        if not all(isinstance(t, Tensor) for t in inputs):
+            raise TritonModelException("InferenceRequest's inputs must be a list of pb_utils.Tensor")
+        if isinstance(requested_output_names, str) or not all(isinstance(n, str) for n in requested_output_names):
+            raise TritonModelException("InferenceRequest's requested_output_names must be a list of output names")
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("InferenceRequest's correlation_id must be an int or a str")
         self._model_name = model_name
-        self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
-        self._id = request_id
+        self._inputs = list(inputs)
+        self._requested = list(requested_output_names)
+        self._id = str(request_id)
         self._correlation_id = correlation_id
-        self._flags = flags
-        self._parameters = dict(parameters or {})
-        self._model_version = model_version
+        self._flags = int(flags)
+        self._timeout = int(timeout)
+        self._parameters = _parameters(parameters)
+        self._model_version = int(model_version)
+        self._source = None  # the served request (core InferRequest) of a request execute received
+        self._senders = None
+        self._index = 0
+
+    @classmethod
+    def _received(cls, model_name: str, model_version: int, inputs: list[Tensor], requested: list[str], source,
+                  correlation_id: int | str, flags: int, parameters: dict, senders, index: int) -> "InferenceRequest":
+        """Request ``index`` of the batch ``execute`` receives; ``source`` is the server's request,
+        ``senders`` the batch's ``decoupled.BatchSenders``."""
+        request = cls.__new__(cls)
+        request._model_name, request._model_version = model_name, model_version
+        request._inputs, request._requested = inputs, requested
+        request._id, request._correlation_id, request._flags = source.id, correlation_id, flags
+        request._timeout, request._parameters = source.timeout_us, parameters
+        request._source, request._senders, request._index = source, senders, index
+        return request
 
     def inputs(self) -> list[Tensor]:
         return list(self._inputs)
@@ -110,6 +184,9 @@ class InferenceRequest:
     def flags(self) -> int:
         return self._flags
 
+    def timeout(self) -> int:
+        return self._timeout
+
     def model_name(self) -> str:
         return self._model_name
 
@@ -118,12 +195,33 @@ class InferenceRequest:
 
     def parameters(self) -> str:
         """The request's parameters as a JSON string, as Triton's Python backend gives them."""
-        import json
-
         return json.dumps(self._parameters, default=str)
 
     def is_cancelled(self) -> bool:
-        return False
+        """Whether the client gave up on this request (disconnected, cancelled, deadline passed)."""
+        return self._source is not None and self._source.cancelled
+
+    def get_response_sender(self):
+        """The request's ``InferenceResponseSender`` (the same object on every call): a decoupled
+        model sends its responses, then ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``, through it."""
+        if self._senders is None:
+            raise TritonModelException("get_response_sender() is only available on the requests execute() "
+                                       "receives, not on a BLS request a model builds")
+        return self._senders.sender(self._index, self._source)
+
+    def exec(self, decoupled: bool = False):
+        """Run this BLS request on its model through the server's scheduling and wait: an
+        InferenceResponse (errors included, never raised), or with ``decoupled=True`` an iterator
+        of every response the model sends (its final flag alone ends it as an empty response)."""
+        from tritonctl.serve.backends import bls
+
+        return bls.execute(self, decoupled)
+
+    def async_exec(self, decoupled: bool = False):
+        """``exec`` for ``async def execute``: an awaitable of what ``exec`` returns."""
+        from tritonctl.serve.backends import bls
+
+        return bls.execute_async(self, decoupled)
 
 
 class InferenceResponse:
@@ -143,6 +241,24 @@ class InferenceResponse:
 
     def error(self) -> TritonError | None:
         return self._error
+
+
+def _parameters(parameters: dict | str | None) -> dict:
+    """A BLS request's parameters: a dict (or its JSON text) of str, int and bool values."""
+    if parameters is None:
+        return {}
+    if isinstance(parameters, str):
+        try:
+            parameters = json.loads(parameters)
+        except ValueError as exc:
+            raise TritonModelException(f"InferenceRequest's parameters are not valid JSON: {exc}") from None
+    if not isinstance(parameters, dict):
+        raise TritonModelException("InferenceRequest's parameters must be a dict of str, int and bool values")
+    for key, value in parameters.items():
+        if not isinstance(key, str) or not isinstance(value, (str, int, bool)):
+            raise TritonModelException(f"InferenceRequest parameter {key!r} must have a str key and a str, int or "
+                                       f"bool value, got {type(value).__name__}")
+    return dict(parameters)
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:

@@ -11,31 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import json
 import logging
 import re
 import sys
+import time
 import traceback
+import weakref
 from pathlib import Path
 
 import numpy as np
 
-from tritonctl.serve.backends import pb_utils
+from tritonctl.serve.backends import bls, bls_deadlock, pb_utils
 from tritonctl.serve.backends.base import BackendLoadError, InstanceSpec, RequestBackend
+from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
 
 log = logging.getLogger("tritonctl.serve")
 
 PB_UTILS_NAME = "triton_python_backend_utils"
-# pb_utils.TritonError codes -> Triton statuses.
-ERROR_STATUS = {
-    pb_utils.TritonError.UNKNOWN: Status.UNKNOWN, pb_utils.TritonError.INTERNAL: Status.INTERNAL,
-    pb_utils.TritonError.NOT_FOUND: Status.NOT_FOUND, pb_utils.TritonError.INVALID_ARG: Status.INVALID_ARG,
-    pb_utils.TritonError.UNAVAILABLE: Status.UNAVAILABLE, pb_utils.TritonError.UNSUPPORTED: Status.UNSUPPORTED,
-    pb_utils.TritonError.ALREADY_EXISTS: Status.ALREADY_EXISTS, pb_utils.TritonError.CANCELLED: Status.CANCELLED,
-}
-
-
 @contextlib.contextmanager
 def model_import_context(version_dir: Path):
     """pb_utils importable under Triton's name and ``version_dir`` on sys.path, only meanwhile.
@@ -72,6 +67,18 @@ def describe(exc: BaseException, model_file: Path) -> str:
     return text
 
 
+def execute_failure(exc: BaseException) -> str:
+    """``Type: message`` and the model's frames, innermost first, as Triton's Python backend reports
+    an exception of execute(): ``ValueError: boom\n\nAt:\n  /path/model.py(6): execute\n``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [i for i, frame in enumerate(frames) if Path(frame.filename).resolve() == Path(__file__).resolve()]
+    frames = frames[ours[-1] + 1:] if ours else frames  # from the model's execute inwards
+    text = f"{type(exc).__name__}: {exc}"
+    if frames:
+        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
+    return text
+
+
 class PythonBackend(RequestBackend):
     def __init__(self, config, model_dir: Path, version_dir: Path, instance: InstanceSpec):
         super().__init__(config, version_dir, instance)
@@ -87,6 +94,10 @@ class PythonBackend(RequestBackend):
                                    "backend model needs <version>/model.py defining class TritonPythonModel")
         self.module_name = "tritonctl_python_model_" + re.sub(r"\W", "_", f"{config.name}_{version_dir.name}_"
                                                                           f"{instance.name}")
+        self.decoupled: bool = config.model_transaction_policy.decoupled
+        self.version = int(version_dir.name)
+        self._event_loop: ModelEventLoop | None = None  # started by the first ``async def execute``
+        self._caller = bls.Caller(self, holds_instance=True)  # who runs BLS requests during execute()
         self.model = self._create()
         self._initialize(model_dir)
 
@@ -94,6 +105,7 @@ class PythonBackend(RequestBackend):
         spec = importlib.util.spec_from_file_location(self.module_name, self.model_file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[self.module_name] = module  # dataclasses and pickling look their module up here
+        module.__dict__[bls.INSTANCE_GLOBAL] = weakref.ref(self)  # finds the caller of BLS in the model's threads
         try:
             with model_import_context(self.version_dir):
                 spec.loader.exec_module(module)
@@ -135,30 +147,83 @@ class PythonBackend(RequestBackend):
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
                                    f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
 
-    def execute_requests(self, requests: list) -> list:
-        pb_requests = [self._pb_request(r) for r in requests]
+    def execute_requests(self, requests: list, deliver) -> list | None:
+        senders = BatchSenders(self.decoupled, self._result, deliver, time.monotonic_ns(), self.config.name)
+        pb_requests = [self._pb_request(r, senders, i) for i, r in enumerate(requests)]
+        if self.decoupled:
+            bls_deadlock.mark_started(requests)
+        token = bls.CALLER.set(self._caller)
         try:
-            responses = self.model.execute(pb_requests)
+            result = self.model.execute(pb_requests)
+            if inspect.iscoroutine(result):
+                result = self._run_coroutine(result, pb_requests)
         except Exception as exc:
-            raise internal(f"Failed to process the request(s) for model instance '{self.instance.name}', "
-                           f"message: {describe(exc, self.model_file)}") from None
-        if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
-            got = len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__
+            error = self._execute_error(execute_failure(exc))
+            log.error("%s", error.message)
+            if not self.decoupled:
+                raise error from None
+            self._fail_open(pb_requests, error)
+            return None
+        finally:
+            bls.CALLER.reset(token)
+        if self.decoupled:
+            if result is not None:
+                self._fail_open(pb_requests, self._execute_error(
+                    f"Python model '{self.instance.name}' is using the decoupled mode and the execute function "
+                    "must return None."))
+            return None
+        if result is None:  # every request is answered through its response sender
+            return [None if index in senders.made else internal(
+                f"python model '{self.config.name}' returned None from execute() without sending a response for "
+                "this request; return a list with one InferenceResponse per request, or send one through "
+                "request.get_response_sender()") for index in range(len(requests))]
+        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
+            got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
             raise internal(f"python model '{self.config.name}' returned {got} responses from execute() for "
                            f"{len(requests)} requests; it must return a list with one InferenceResponse per "
                            "request, in order")
-        return [self._result(response) for response in responses]
+        return [self._result(response) for response in result]
 
-    def _pb_request(self, request) -> pb_utils.InferenceRequest:
+    def _execute_error(self, message: str) -> ServeError:
+        return internal(f"Failed to process the request(s) for model '{self.instance.name}', message: {message}")
+
+    def _run_coroutine(self, coroutine, pb_requests: list):
+        """An ``async def execute``: an ordinary model waits for it; a decoupled model's runs on
+        while this instance takes its next batch (its requests are answered through senders)."""
+        if self._event_loop is None:
+            self._event_loop = ModelEventLoop(self.instance.name)
+        caller = bls.Caller(self, holds_instance=not self.decoupled)
+
+        async def with_caller():
+            bls.CALLER.set(caller)
+            return await coroutine
+
+        if not self.decoupled:
+            return self._event_loop.run(with_caller())
+
+        def failed(exc: BaseException) -> None:
+            error = self._execute_error(execute_failure(exc))
+            log.error("%s", error.message)
+            self._fail_open(pb_requests, error)
+
+        self._event_loop.start(with_caller(), failed)
+        return None
+
+    @staticmethod
+    def _fail_open(pb_requests: list, error: ServeError) -> None:
+        """Answer ``error`` (and the final flag) to every request whose sender is still open."""
+        for request in pb_requests:
+            request.get_response_sender().fail(error)
+
+    def _pb_request(self, request, senders: BatchSenders, index: int) -> pb_utils.InferenceRequest:
         requested = request.requested_outputs
         names = [o.name for o in requested] if requested is not None else [t.name for t in self.config.output]
-        return pb_utils.InferenceRequest(
-            self.config.name, [pb_utils.Tensor(t.name, t.data) for t in request.inputs.values()], names,
-            request.id, request.sequence_id,
-            (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if request.sequence_start else 0)
-            | (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if request.sequence_end else 0),
-            {k: v for k, v in request.parameters.items() if not k.startswith("binary_data")},
-            int(self.version_dir.name))
+        flags = (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if request.sequence_start else 0) \
+            | (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if request.sequence_end else 0)
+        return pb_utils.InferenceRequest._received(
+            self.config.name, self.version, [pb_utils.Tensor(t.name, t.data) for t in request.inputs.values()],
+            names, request, request.sequence_id, flags,
+            {k: v for k, v in request.parameters.items() if not k.startswith("binary_data")}, senders, index)
 
     def _result(self, response) -> dict[str, np.ndarray] | ServeError:
         if not isinstance(response, pb_utils.InferenceResponse):
@@ -166,7 +231,7 @@ class PythonBackend(RequestBackend):
                             "a pb_utils.InferenceResponse")
         error = response.error()
         if error is not None:
-            return ServeError(ERROR_STATUS.get(error.code(), Status.INTERNAL), error.message())
+            return ServeError(bls.STATUS_OF_CODE.get(error.code(), Status.INTERNAL), error.message())
         produced: dict[str, np.ndarray] = {}
         for tensor in response.output_tensors():
             if not isinstance(tensor, pb_utils.Tensor):
@@ -183,5 +248,7 @@ class PythonBackend(RequestBackend):
             except Exception as exc:
                 log.error("finalize() of python model '%s' instance '%s' failed: %s", self.config.name,
                           self.instance.name, describe(exc, self.model_file))
+        if self._event_loop is not None:
+            self._event_loop.close()
         self.model = None
         sys.modules.pop(self.module_name, None)

@@ -29,7 +29,7 @@ class EnsembleVersion(ModelVersion):
                            dict(s.input_map), dict(s.output_map)) for s in config.ensemble_scheduling.step]
         for step in self.steps:
             try:
-                resolve(step.model, step.version)
+                _not_decoupled(self.name, resolve(step.model, step.version))
             except ServeError as exc:
                 raise BackendLoadError(f"ensemble '{self.name}' depends on '{step.model}' which is not available: "
                                        f"{exc.message}") from None
@@ -129,7 +129,7 @@ class Run:
             try:
                 if self.request.cancelled:
                     raise ServeError(Status.CANCELLED, "Request was cancelled")
-                model = self.scheduler.resolve(step.model, step.version)
+                model = _not_decoupled(self.ensemble.name, self.scheduler.resolve(step.model, step.version))
                 sub = InferRequest(
                     step.model, {name: InferTensor(name, model.inputs[name].datatype,
                                                    _fit(self.tensors[tensor], model.inputs[name].dims))
@@ -183,6 +183,13 @@ class Run:
         self.ensemble.stats.record_failure(time.monotonic_ns() - self.request.arrival_ns, "OTHER")
         self.scheduler.finished()
         self.request.finish(None, error)
+
+
+def _not_decoupled(ensemble: str, model: ModelVersion) -> ModelVersion:
+    if model.decoupled:
+        raise ServeError(Status.UNSUPPORTED, f"model '{model.name}' is decoupled; tritonctl serve does not run "
+                                             f"decoupled models as steps of an ensemble such as '{ensemble}'")
+    return model
 
 
 def _fit(data: np.ndarray, dims: list[int]) -> np.ndarray:

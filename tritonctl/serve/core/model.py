@@ -15,6 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
+from tritonctl.serve.core.responder import Responder
 from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
@@ -94,6 +95,8 @@ class ModelVersion:
         self.stats = ModelStats(self.name, self.version_str)
         self.ragged = RaggedLayout(config)
         self.response_cache: ResponseCache | None = None
+        self.decoupled: bool = config.model_transaction_policy.decoupled
+        self.responder = Responder(self)
 
     @classmethod
     def load(cls, config, version: int, model_dir: Path,
@@ -145,7 +148,7 @@ class ModelVersion:
         if request.requested_outputs is not None:
             for output in request.requested_outputs:
                 if output.name not in self.outputs:
-                    raise invalid_arg(f"{rid}unexpected inference output '{output.name}' for model '{model}'")
+                    raise invalid_arg(f"unexpected inference output '{output.name}' for model '{model}'")
         request.batch_size = batch
 
     # ---- execution (instance worker thread) ---------------------------------------------------
@@ -248,9 +251,13 @@ class ModelVersion:
         """A backend that answers each request of the batch on its own (Python models)."""
         start = time.monotonic_ns()
         try:
-            results = instance.execute_requests(batch)
+            results = instance.execute_requests(batch, self.responder.deliver)
             executed = time.monotonic_ns()
-            answers = [r if isinstance(r, ServeError) else self._response(q, r, strict=False)
+            if results is None:  # decoupled: the model answers through its response senders
+                self.stats.record_execution(sum(1 for r in batch if not r.padding),
+                                            sum(r.batch_size for r in batch), 0, executed - start, 0)
+                return
+            answers = [r if r is None or isinstance(r, ServeError) else self._response(q, r, strict=False)
                        for q, r in zip(batch, results)]
         except ServeError as exc:
             self._fail_all(batch, exc, "BACKEND")
@@ -263,7 +270,7 @@ class ModelVersion:
         real = sum(1 for r in batch if not r.padding)
         self.stats.record_execution(real, total, 0, executed - start, end - executed)
         for request, answer in zip(batch, answers):
-            if request.padding:
+            if request.padding or answer is None:  # None: answered through its response sender
                 continue
             if isinstance(answer, ServeError):
                 self.stats.record_failure(end - request.arrival_ns, "BACKEND")

@@ -7,12 +7,13 @@ import threading
 import time
 import weakref
 
-from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found
+from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
 from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.shm import SharedMemoryManager
 from tritonctl.serve.core.trace import TraceManager
 from tritonctl.serve.core.trace_config import TraceConfig
-from tritonctl.serve.core.types import InferRequest, InferResponse
+from tritonctl.serve.core.types import InferRequest, InferResponse, Stream
 
 EXTENSIONS = ["classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
               "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
@@ -22,7 +23,11 @@ PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this 
 
 
 class InferenceServer:
+    # Every server of this process; a Python model's BLS requests find theirs here (backends.bls).
+    running: "weakref.WeakSet[InferenceServer]" = weakref.WeakSet()
+
     def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None):
+        InferenceServer.running.add(self)
         self.manager = manager
         self.shm = SharedMemoryManager()
         self.traces = TraceManager(trace_config)
@@ -73,9 +78,14 @@ class InferenceServer:
         return {"model_stats": [mv.stats.to_json() for _, mv in sorted(entry.versions.items())]}
 
     # ---- inference ---------------------------------------------------------------------------
-    def submit(self, request: InferRequest) -> None:
-        """Check and queue ``request``; raises ServeError when it is refused at once."""
+    def submit(self, request: InferRequest, endpoint: str = "") -> ModelVersion:
+        """Check and queue ``request``; raises ServeError when it is refused at once. A decoupled
+        model needs a request that takes several responses (``stream``); ``endpoint`` names the
+        endpoint in the refusal (Triton's text). Returns the model version it was queued on."""
         model = self.manager.get(request.model_name, request.model_version)
+        if model.decoupled and request.stream is None:
+            raise ServeError(Status.UNSUPPORTED, f"{endpoint or 'this endpoint'} doesn't support models with "
+                                                 "decoupled transaction policy")
         if request.trace is not None:
             request.trace.started(model.name, model.version, request)
         model.prepare(request)
@@ -87,9 +97,10 @@ class InferenceServer:
                 model = self.manager.get(request.model_name, request.model_version)
                 model.prepare(request)
                 model.enqueue(request)
-                return
+                return model
             model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
             raise exc
+        return model
 
     def trace_setting(self, model: str = "", changes: dict | None = None) -> dict:
         """The trace settings of ``model`` ("" = global), after applying ``changes`` if given."""
@@ -104,16 +115,27 @@ class InferenceServer:
         self.shm.close()
         self.traces.close()
 
-    def infer_future(self, request: InferRequest) -> "asyncio.Future[InferResponse]":
-        """Submit from an event loop; the future resolves on that loop when the request finishes."""
+    def infer_future(self, request: InferRequest, endpoint: str) -> "asyncio.Future[InferResponse]":
+        """Submit from an event loop; the future resolves on that loop when the request finishes.
+        ``endpoint``: the endpoint's name in Triton's refusal of a decoupled model."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         completions = self._completions.get(loop)
         if completions is None:
             completions = self._completions[loop] = LoopCompletions(loop)
         request.complete = lambda response, error: completions.push(future, response, error)
-        self.submit(request)
+        self.submit(request, endpoint)
         return future
+
+    def infer_stream(self, request: InferRequest, push: Stream) -> bool:
+        """Submit from an event loop for a client that takes several responses per request (gRPC
+        streaming): ``push(response, error, final)`` runs on that loop for each response of a
+        decoupled model, and once (final) for any other model. Returns whether the model is
+        decoupled."""
+        loop = asyncio.get_running_loop()
+        request.complete = lambda response, error: loop.call_soon_threadsafe(push, response, error, True)
+        request.stream = lambda response, error, final: loop.call_soon_threadsafe(push, response, error, final)
+        return self.submit(request).decoupled
 
 
 class LoopCompletions:

@@ -66,6 +66,9 @@ class InferResponse:
 
 
 Completion = Callable[["InferResponse | None", "ServeError | None"], None]
+# One response of a decoupled model: (response, error, final). A final call may carry neither (the
+# flag alone), and nothing follows it.
+Stream = Callable[["InferResponse | None", "ServeError | None", bool], None]
 
 
 @dataclass(slots=True, eq=False)
@@ -73,7 +76,9 @@ class InferRequest:
     """One inference request as the scheduler sees it.
 
     ``complete`` is called exactly once, from whatever thread finishes the request, with either a
-    response or an error; transports turn that into a reply on their own event loop.
+    response or an error; transports turn that into a reply on their own event loop. A decoupled
+    model answers through ``stream`` instead (``send``), which only transports that take several
+    responses per request set (gRPC streaming, BLS ``exec(decoupled=True)``).
     """
 
     model_name: str
@@ -85,6 +90,7 @@ class InferRequest:
     priority: int = 0  # 0 = the model's default level; 1 is the highest
     timeout_us: int = 0  # requested queue timeout; 0 = the model's default
     complete: Completion | None = None
+    stream: Stream | None = None
     cancelled: bool = False  # set by a transport when the client has gone
     trace: Any = None  # trace.Trace when the request is traced
     sequence_id: int | str = 0  # correlation id of a sequence (uint64 or string); 0 or "" = none
@@ -109,6 +115,17 @@ class InferRequest:
             self.trace.capture("REQUEST_END")
         if self.complete is not None:
             self.complete(response, error)
+
+    def send(self, response: InferResponse | None, error: ServeError | None = None, final: bool = False) -> None:
+        """Deliver one response (or error) of a decoupled model and/or its final flag; nothing
+        is delivered after the final flag."""
+        if self._done:
+            return
+        if final:
+            self._done = True
+            if self.trace is not None:
+                self.trace.capture("REQUEST_END")
+        self.stream(response, error, final)
 
     @property
     def done(self) -> bool:

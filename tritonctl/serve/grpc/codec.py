@@ -60,6 +60,17 @@ def _sequence_parameter(request: InferRequest, key: str, param) -> None:
         raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
 
 
+ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response"  # the one 'triton_' request key Triton allows
+
+
+def _reserved_parameter(key: str, param) -> None:
+    if key != ENABLE_EMPTY_FINAL:
+        raise invalid_arg(f"parameter keys starting with 'triton_' are reserved for Triton usage. Only the following "
+                          f"keys starting with 'triton_' are allowed: {ENABLE_EMPTY_FINAL}")
+    if param.WhichOneof("parameter_choice") != "bool_param":
+        raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
+
+
 def _shm_where(params, tensor: str) -> ShmParams | None:
     """A tensor's shared-memory parameters; Triton takes only a string_param region and
     int64_param offset and byte size."""
@@ -82,8 +93,8 @@ def decode_request(message, shm: SharedMemoryManager | None = None) -> InferRequ
     request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
     for key, param in message.parameters.items():
         if key.startswith("triton_"):
-            raise invalid_arg(f"parameter keys starting with 'triton_' are reserved for Triton usage and should "
-                              f"not be specified (got '{key}')")
+            _reserved_parameter(key, param)  # read by the stream handler, not a model parameter
+            continue
         value = parameter_value(param)
         if key == "priority":
             request.priority = int(value)

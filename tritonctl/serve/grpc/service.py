@@ -14,6 +14,7 @@ from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
 from tritonctl.serve.grpc.codec import decode_request, encode_response, parameter_value
+from tritonctl.serve.grpc.stream import StreamSession
 
 log = logging.getLogger("tritonctl.serve.grpc")
 
@@ -123,7 +124,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             request = decode_request(message, self.server.shm)
             if trace is not None:
                 request.trace = trace
-            future = self.server.infer_future(request)
+            future = self.server.infer_future(request, "ModelInfer RPC")
         except ServeError as exc:
             return None, exc
         try:
@@ -199,28 +200,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def ModelStreamInfer(self, request_iterator, context):
-        pending: asyncio.Queue = asyncio.Queue()
-
-        async def read() -> None:
-            try:
-                async for message in request_iterator:
-                    pending.put_nowait(asyncio.ensure_future(self._infer(message)))
-            finally:
-                pending.put_nowait(None)
-
-        reader = asyncio.ensure_future(read())
-        try:
-            while True:
-                task = await pending.get()
-                if task is None:
-                    break
-                response, error = await task
-                if error is not None:
-                    yield service_pb2.ModelStreamInferResponse(error_message=error.message)
-                else:
-                    yield service_pb2.ModelStreamInferResponse(infer_response=response)
-        finally:
-            reader.cancel()
+        async for message in StreamSession(self.server, request_iterator).run():
+            yield message
 
 
 async def _call(context, function, *args):

@@ -196,7 +196,7 @@ class HttpApp:
         else:
             request, options = decode_request(body, header_length, name, version, self.server.shm)
         request.trace = trace
-        future = self.server.infer_future(request)
+        future = self.server.infer_future(request, "HTTP end point")
         # receive() returns again only when the client disconnects: then the request is
         # marked cancelled, and the batcher drops it if it has not started running.
         watcher = asyncio.ensure_future(receive())

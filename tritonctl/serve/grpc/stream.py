@@ -1,0 +1,133 @@
+"""``ModelStreamInfer`` (serving_protocol.md A.2): a bidirectional stream of ModelInferRequests and
+ModelStreamInferResponses, the only way to call a decoupled model over gRPC.
+
+As Triton's stream handler does: an ordinary model's response leaves in the order its request
+came, a decoupled model's responses leave as the model sends them; an error is a message with
+``error_message`` and the stream stays open; every response carries the parameter
+``triton_final_response`` (true on a request's last response). A decoupled model's final flag
+sent alone becomes a message of its own - an empty response with ``triton_final_response: true``
+and no model version - only when the request asked for it with
+``triton_enable_empty_final_response: true`` (tritonclient's
+``async_stream_infer(..., enable_empty_final_response=True)``). The stream ends once the client
+has stopped sending and every request has had its final response; a client that goes away
+cancels its requests still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tritonclient.grpc import service_pb2
+
+from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.core.types import InferRequest, InferResponse
+from tritonctl.serve.grpc.codec import ENABLE_EMPTY_FINAL, decode_request, encode_response
+
+FINAL_RESPONSE = "triton_final_response"
+
+
+class _Pending:
+    """A request of the stream waiting for its (final) response."""
+
+    __slots__ = ("request", "ticket", "decoupled", "empty_final")
+
+    def __init__(self, request: InferRequest, ticket: int, empty_final: bool):
+        self.request = request
+        self.ticket = ticket  # its place among the ordinary requests' responses
+        self.decoupled = False
+        self.empty_final = empty_final
+
+
+class StreamSession:
+    """One ModelStreamInfer call: ``async for message in StreamSession(server, requests).run()``."""
+
+    def __init__(self, server: InferenceServer, request_iterator):
+        self.server = server
+        self.request_iterator = request_iterator
+        self.outbox: asyncio.Queue = asyncio.Queue()
+        self.reading = True
+        self.in_flight: set[_Pending] = set()
+        self.next_ticket = 0
+        self.next_out = 0
+        self.parked: dict[int, object] = {}  # ticket -> message (None: nothing to send in that place)
+
+    async def run(self):
+        reader = asyncio.ensure_future(self._read())
+        try:
+            while True:
+                message = await self.outbox.get()
+                if message is None:
+                    break
+                yield message
+        finally:
+            reader.cancel()
+            for pending in self.in_flight:  # the client is gone: drop what has not run yet
+                pending.request.cancelled = True
+
+    async def _read(self) -> None:
+        try:
+            async for message in self.request_iterator:
+                self._start(message)
+        finally:
+            self.reading = False
+            self._maybe_end()
+
+    def _start(self, message) -> None:
+        ticket = self.next_ticket
+        self.next_ticket += 1
+        try:
+            request = decode_request(message, self.server.shm)
+            param = message.parameters.get(ENABLE_EMPTY_FINAL)
+            pending = _Pending(request, ticket, param is not None and param.bool_param)
+            pending.decoupled = self.server.infer_stream(
+                request, lambda response, error, final: self._on_response(pending, response, error, final))
+        except ServeError as exc:
+            self._place(ticket, service_pb2.ModelStreamInferResponse(error_message=exc.message))
+            return
+        self.in_flight.add(pending)
+        if pending.decoupled:
+            self._place(ticket, None)  # its responses leave as they come, holding no place
+
+    def _on_response(self, pending: _Pending, response: InferResponse | None, error: ServeError | None,
+                     final: bool) -> None:
+        message = self._message(pending, response, error, final)
+        if pending.decoupled:
+            if message is not None:
+                self.outbox.put_nowait(message)
+        else:
+            self._place(pending.ticket, message)
+        if final:
+            self.in_flight.discard(pending)
+            self._maybe_end()
+
+    def _message(self, pending: _Pending, response: InferResponse | None, error: ServeError | None, final: bool):
+        if response is not None and error is None:
+            try:
+                encoded = encode_response(response, service_pb2, pending.request)
+            except ServeError as exc:  # an output that does not fit its shared-memory region
+                error = exc
+            else:
+                encoded.parameters[FINAL_RESPONSE].bool_param = final
+                return service_pb2.ModelStreamInferResponse(infer_response=encoded)
+        if error is not None:
+            return service_pb2.ModelStreamInferResponse(error_message=error.message)
+        if not pending.empty_final:  # the final flag alone, which the client did not ask to see
+            return None
+        request = pending.request
+        empty = service_pb2.ModelInferResponse(model_name=request.model_name, id=request.id)
+        empty.parameters[FINAL_RESPONSE].bool_param = True
+        return service_pb2.ModelStreamInferResponse(infer_response=empty)
+
+    def _place(self, ticket: int, message) -> None:
+        """An ordinary request's message, sent once every earlier request's has been."""
+        self.parked[ticket] = message
+        while self.next_out in self.parked:
+            ready = self.parked.pop(self.next_out)
+            self.next_out += 1
+            if ready is not None:
+                self.outbox.put_nowait(ready)
+
+    def _maybe_end(self) -> None:
+        if not self.reading and not self.in_flight and self.next_out == self.next_ticket:
+            self.outbox.put_nowait(None)
