@@ -69,7 +69,7 @@ def test_model_errors_reach_the_client_with_tritons_status(served):
     with pytest.raises(InferenceServerException) as raised:
         client.infer("raising", inputs(httpclient, -a, a))
     assert raised.value.status() == "500"
-    assert "Failed to process the request(s) for model instance 'raising_0_0', message: ValueError: negative sum" \
+    assert "Failed to process the request(s) for model 'raising_0_0', message: ValueError: negative sum" \
         in raised.value.message()
     grpc = grpcclient.InferenceServerClient(served.grpc_url)
     with pytest.raises(InferenceServerException) as raised:

@@ -185,8 +185,9 @@ def test_model_errors_map_to_tritons_status_and_the_model_keeps_serving(server):
     with pytest.raises(ServeError) as raised:
         infer(server, "failing", np.array([-1.0, 1.0], np.float32))
     assert raised.value.status is Status.INTERNAL
-    assert raised.value.message == ("Failed to process the request(s) for model instance 'failing_0_0', message: "
-                                    "ValueError: negative input (at model.py:10 in execute)")
+    model_file = server.manager.get("failing").model_dir / "1" / "model.py"
+    assert raised.value.message == ("Failed to process the request(s) for model 'failing_0_0', message: "
+                                    f"ValueError: negative input\n\nAt:\n  {model_file}(10): execute\n")
     with pytest.raises(ServeError) as raised:
         infer(server, "failing", np.array([0.0, 1.0], np.float32))
     assert raised.value.status is Status.INVALID_ARG and raised.value.message == "zero is not allowed"
