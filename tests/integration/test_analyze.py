@@ -6,6 +6,7 @@ Windows are short (150 ms, 50 % stability) and spaces have 2-4 configs, so each 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyzer"))
 
 from analyze_models import onnx_model  # noqa: E402
-from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze  # noqa: E402
+from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze  # noqa: E402
 from tritonctl.analyzer.objective import NOISE, Constraints  # noqa: E402
 from tritonctl.analyzer.results import COLUMNS  # noqa: E402
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace  # noqa: E402
@@ -186,6 +187,32 @@ def test_ctrl_c_keeps_what_was_measured(repo, tmp_path):
     recorded = [p for p in checkpoint_points(out) if not p["error"]]
     assert len(pd.read_csv(out / "measurements.csv")) == len(recorded) >= 2
     assert not (out / "config.pbtxt").exists()  # a partial search chooses nothing
+
+
+class KillServerAfter(Reporter):
+    """Kills the subprocess engine's server after ``count`` measured points."""
+
+    def __init__(self, repo: Path, count: int):
+        self.repo, self.count = repo, count
+
+    def point(self, point, reused) -> None:
+        self.count -= 1
+        if self.count == 0:
+            for pid in servers_of(self.repo):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the server process")
+def test_a_dead_server_stops_the_run_with_the_measurements_kept(repo, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(AnalyzeError, match=r"(?s)bundled server subprocess exited \(status -9\).*The 2 points "
+                                           r"measured so far are in .* run the same command with --resume"):
+        run_analyze(options(repo, out, engine="subprocess", strategy="exhaustive"), KillServerAfter(repo, 2))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["decisions"][-1].startswith("stopped: the bundled server")
+    assert len(pd.read_csv(out / "measurements.csv")) == 2
+    failed = [p for p in checkpoint_points(out) if p["error"]]
+    assert len(failed) == 1 and "cannot read model 'add_sub'" in failed[0]["error"]
 
 
 def test_url_mode_on_a_separately_started_server(repo, tmp_path):

@@ -109,21 +109,33 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     runner = _Runner(options, engine, checkpoint, reporter)
     search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget)
     reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
-    interrupted = False
+    interrupted, failure = False, None
     try:
         engine.start()
         (run_smart if options.strategy == "smart" else run_exhaustive)(search)
     except KeyboardInterrupt:
         interrupted = True
         search.decide("interrupted: stopped on Ctrl-C; the measurements so far are kept")
+    except (AnalyzeError, PerfError) as exc:
+        if not runner.measured + runner.reused:
+            raise
+        interrupted, failure = True, exc  # e.g. the server died: keep what was measured, then say why
+        search.decide(f"stopped: {exc}")
     finally:
         try:
             if runner.touched:
                 engine.restore(options.model)
+        except (AnalyzeError, OSError):
+            pass  # the server is gone: nothing to restore
         finally:
             engine.stop()
             checkpoint.close()
-    return _finish(options, model_dir, candidates, search, runner, started, time.monotonic() - clock, interrupted)
+    result = _finish(options, model_dir, candidates, search, runner, started, time.monotonic() - clock, interrupted)
+    if failure is not None:
+        kept = sum(p.ok for p in checkpoint.recorded + checkpoint.new)
+        raise AnalyzeError(f"{failure}\nThe {kept} points measured so far are in {output_dir}; fix the problem "
+                           "and run the same command with --resume.")
+    return result
 
 
 def _settings(options: AnalyzeOptions, engine: Engine) -> dict:

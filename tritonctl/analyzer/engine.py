@@ -138,6 +138,12 @@ class ProcessEngine(Engine):
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def apply(self, model: str, candidate: Candidate) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise AnalyzeError(f"the {self.describe()} exited (status {self.process.returncode}); its log "
+                               f"({self.log_path}) ends with:\n{self._log_tail(0)}")
+        super().apply(model, candidate)
+
     def _exited(self, offset: int) -> None:
         if self.process is not None and self.process.poll() is not None:
             raise AnalyzeError(f"the {self.describe()} exited during start-up (status {self.process.returncode}); "

@@ -32,7 +32,8 @@ def config_header(best: ConfigResult, default: ConfigResult | None, meta: dict) 
     if default is not None and default.config_id != best.config_id:
         baseline = default.best or _best_effort(default)
         if baseline is not None:
-            lines.append(f"The default config measured {baseline.describe()}.")
+            misses = "" if default.best is not None else " (missing the constraints)"
+            lines.append(f"The default config measured {baseline.describe()}{misses}.")
     elif default is not None:
         lines.append("This is the model's default config: no measured change beat it by more than noise.")
     lines.append("Numbers hold for this model, server and machine; measure again after changing any of them.")

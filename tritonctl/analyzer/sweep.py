@@ -20,7 +20,7 @@ MIN_GAIN = 0.05  # Model Analyzer's THROUGHPUT_MINIMUM_GAIN
 @dataclass(frozen=True)
 class SweepRule:
     min_gain: float = MIN_GAIN
-    patience: int = 1  # points without gain before stopping
+    patience: int = 2  # points in a row without gain before stopping (one noisy window must not end a sweep)
 
 
 def sweep(levels: tuple[int, ...], measure: Callable[[int], Point], objective: Objective,

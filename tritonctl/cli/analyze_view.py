@@ -82,9 +82,15 @@ def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, e
     elif not result.interrupted:
         err.print(f"[red]No config met the constraints[/red] ({options.constraints.describe()}); "
                   "see the table for the closest ones, or relax --max-p99-ms / --min-throughput.")
+    unstable = int((~result.frame["stable"]).sum()) if len(result.frame) else 0
+    if unstable:
+        err.print(f"[yellow]note:[/yellow] {unstable} of {len(result.frame)} points did not reach a stable "
+                  f"measurement in {options.max_trials} windows (is something else using the machine?); their "
+                  "numbers are the last 3 windows. Longer windows (-p) or more of them (-r) steady them.",
+                  soft_wrap=True)
     for note in result.notes:
-        err.print(f"[yellow]note:[/yellow] {note}")
-    out.print("Outputs: " + ", ".join(str(path) for path in result.files))
+        err.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    out.print("Outputs: " + ", ".join(str(path) for path in result.files), soft_wrap=True)
     if result.interrupted:
         err.print(f"[yellow]Interrupted:[/yellow] {result.measured + result.reused} points kept in "
                   f"{result.output_dir}; run the same command with --resume to continue.")

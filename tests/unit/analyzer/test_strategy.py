@@ -73,7 +73,8 @@ def test_decisions_say_what_was_measured_and_why(candidates):
                for d in decisions)
     assert decisions[-1].startswith("refine: no neighbour of ")
     assert search.results["b4-d0-i2-cpu"].points[0].stage == "baseline"
-    assert {p.stage for r in search.results.values() for p in r.points} == {"baseline", "explore", "refine"}
+    stages = {p.stage for r in search.results.values() for p in r.points}
+    assert {"baseline", "explore"} <= stages <= {"baseline", "explore", "refine"}
 
 
 def test_budget_stops_the_search(candidates):

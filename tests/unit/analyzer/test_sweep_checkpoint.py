@@ -35,11 +35,21 @@ SATURATING = {1: (500, 2.0), 2: (950, 2.2), 4: (1800, 2.4), 8: (2500, 3.5), 16: 
 def test_stops_once_throughput_stops_growing():
     measure, asked = series(SATURATING)
     points, reason = sweep(LEVELS, measure, Objective(), Constraints())
-    assert asked == [1, 2, 4, 8, 16] and len(points) == 5
-    assert reason == "stopped at concurrency 16: the objective grew less than 5% over 1 point"
+    assert asked == [1, 2, 4, 8, 16, 32] and len(points) == 6
+    assert reason == "stopped at concurrency 32: the objective grew less than 5% over 2 points"
     measure, asked = series(SATURATING)
-    sweep(LEVELS, measure, Objective(), Constraints(), SweepRule(patience=2))
+    _, reason = sweep(LEVELS, measure, Objective(), Constraints(), SweepRule(patience=1))
+    assert asked == [1, 2, 4, 8, 16] and reason.endswith("grew less than 5% over 1 point")
+
+
+def test_one_point_without_gain_does_not_end_the_sweep():
+    noisy = {**SATURATING, 4: (900, 2.4)}  # a bad measurement at 4; 8 still grows a lot
+    measure, asked = series(noisy)
+    sweep(LEVELS, measure, Objective(), Constraints())
     assert asked == [1, 2, 4, 8, 16, 32]
+    measure, asked = series(noisy)
+    sweep(LEVELS, measure, Objective(), Constraints(), SweepRule(patience=1))
+    assert asked == [1, 2, 4]
 
 
 def test_stops_at_the_first_point_over_the_latency_limit():
@@ -51,8 +61,8 @@ def test_stops_at_the_first_point_over_the_latency_limit():
 def test_climbs_until_the_throughput_floor_is_met():
     measure, asked = series(SATURATING)
     sweep(LEVELS, measure, Objective(0.0), Constraints(min_throughput=1500))
-    # Latency objective: below 1,500 infer/s it follows throughput; at 4 it passes, at 8 latency is worse.
-    assert asked == [1, 2, 4, 8]
+    # Latency objective: below 1,500 infer/s it follows throughput; at 4 it passes, then latency only worsens.
+    assert asked == [1, 2, 4, 8, 16]
 
 
 def test_failed_point_ends_the_sweep():
