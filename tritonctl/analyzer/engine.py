@@ -5,6 +5,7 @@ load API with a ``config`` override, so what works on the bundled server works o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -13,6 +14,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from tritonctl.analyzer.search import AnalyzeError, Candidate
 
 ENGINES = ("subprocess", "inprocess", "url", "triton")
 START_TIMEOUT_S = 180.0
+LOAD_TIMEOUT_S = 600.0  # a large model can take minutes to load
 SERVING_LINE = re.compile(r": HTTP (\d+|None), gRPC (\d+|None), metrics (\d+|None)\s*$")
 
 
@@ -53,34 +57,64 @@ class Engine:
         """Load (or reload) ``model`` with the candidate's config; raises LoadFailed with the reason."""
         self._load(model, candidate.config_json)
 
-    def _client(self):
-        if self.protocol == "grpc":
-            import tritonclient.grpc as module
-
-            return module.InferenceServerClient(self.url)
-        import tritonclient.http as module
-
-        return module.InferenceServerClient(self.url, connection_timeout=600.0, network_timeout=600.0)
-
     def _load(self, model: str, config_json: str | None) -> None:
-        from tritonclient.utils import InferenceServerException
-
-        client = self._client()
+        """The repository extension's load: HTTP with urllib (no gevent loop for Ctrl-C to land in),
+        gRPC with tritonclient."""
         try:
-            if config_json is None:
-                client.load_model(model)
+            if self.protocol == "grpc":
+                self._load_grpc(model, config_json)
             else:
-                client.load_model(model, config=config_json)
-        except InferenceServerException as exc:
-            message = exc.message() or str(exc)
+                self._load_http(model, config_json)
+        except LoadFailed as exc:
+            message = str(exc)
             if "explicit model load" in message or "polling is enabled" in message:
                 raise AnalyzeError(f"the server at {self.url} does not accept model loads ({message}): start it "
                                    "with --model-control-mode explicit") from None
+            raise
+
+    def _load_http(self, model: str, config_json: str | None) -> None:
+        body = json.dumps({"parameters": {"config": config_json}} if config_json is not None else {}).encode()
+        request = urllib.request.Request(f"http://{self.url}/v2/repository/models/{urllib.parse.quote(model)}/load",
+                                         data=body, method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=LOAD_TIMEOUT_S):
+                return
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+            try:
+                text = json.loads(text).get("error", text)
+            except (ValueError, AttributeError):
+                pass
+            raise LoadFailed(text.strip() or f"HTTP {exc.code}") from None
+        except OSError as exc:  # refused, reset, timed out
+            raise AnalyzeError(f"cannot reach the server at {self.url} to load '{model}': "
+                               f"{getattr(exc, 'reason', exc)}") from None
+
+    def _load_grpc(self, model: str, config_json: str | None) -> None:
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+
+        client = grpcclient.InferenceServerClient(self.url)
+        try:
+            client.load_model(model, config=config_json, client_timeout=LOAD_TIMEOUT_S)
+        except InferenceServerException as exc:
+            message = exc.message() or str(exc)
+            if "StatusCode.UNAVAILABLE" in str(exc.status()):
+                raise AnalyzeError(f"cannot reach the server at {self.url} to load '{model}': {message}") from None
             raise LoadFailed(message) from None
-        except Exception as exc:  # connection errors
-            raise AnalyzeError(f"cannot reach the server at {self.url} to load '{model}': {exc}") from None
         finally:
             client.close()
+
+    def _live(self) -> bool:
+        if self.protocol == "grpc":
+            import tritonclient.grpc as grpcclient
+
+            client = grpcclient.InferenceServerClient(self.url)
+            try:
+                return client.is_server_live(client_timeout=10)
+            finally:
+                client.close()
+        return _http_ok(f"http://{self.url}/v2/health/live")
 
 
 class InProcessEngine(Engine):
@@ -231,15 +265,13 @@ class UrlEngine(Engine):
         self.url = url.split("://", 1)[-1].rstrip("/")
 
     def start(self) -> None:
-        client = self._client()
         try:
-            live = client.is_server_live()
-        except Exception as exc:
+            live = self._live()
+        except Exception as exc:  # gRPC: refused or not a gRPC server
             raise AnalyzeError(f"cannot reach a server at {self.url} over {self.protocol}: {exc}") from None
-        finally:
-            client.close()
         if not live:
-            raise AnalyzeError(f"the server at {self.url} is not live")
+            raise AnalyzeError(f"no live server at {self.url} over {self.protocol} (GET /v2/health/live); start "
+                               "one in explicit model-control mode, or check the address and -i")
 
     def restore(self, model: str) -> None:
         try:
