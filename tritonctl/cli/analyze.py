@@ -46,7 +46,8 @@ HELP = (
 """
 
 
-@app.command("analyze", help=HELP)
+@app.command("analyze", help=HELP,
+             short_help="Find the best serving config of a model by measuring candidate configs under load.")
 def analyze(
     repository: Path = typer.Argument(..., help="The model repository."),
     model: str = typer.Option(..., "-m", "--model", help="The model to tune."),
