@@ -175,6 +175,8 @@ def test_killed_run_resumes_without_repeating_finished_points(repo, tmp_path):
 
 def test_ctrl_c_keeps_what_was_measured(repo, tmp_path):
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.pbtxt").write_text("# from an earlier run\n")
     process = start_analyze(repo, out)
     wait_for_points(out, 2, process)
     process.send_signal(signal.SIGINT)
@@ -186,7 +188,7 @@ def test_ctrl_c_keeps_what_was_measured(repo, tmp_path):
     assert "interrupted: stopped on Ctrl-C" in summary["decisions"][-1]
     recorded = [p for p in checkpoint_points(out) if not p["error"]]
     assert len(pd.read_csv(out / "measurements.csv")) == len(recorded) >= 2
-    assert not (out / "config.pbtxt").exists()  # a partial search chooses nothing
+    assert not (out / "config.pbtxt").exists()  # a partial search chooses nothing, and says so
 
 
 class KillServerAfter(Reporter):

@@ -250,6 +250,8 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         if options.apply:
             applied, note = apply_config(best_candidate, text, model_dir)
             notes.append(note)
+    else:  # no choice this time: a config.pbtxt from an earlier run must not look like this run's
+        (options.output_dir / "config.pbtxt").unlink(missing_ok=True)
     files.append(write_summary(meta, best, default, options, runner, interrupted))
     report, note = write_html(frame, meta, options.output_dir)
     if report:
