@@ -98,6 +98,7 @@ def write_html(frame: "pandas.DataFrame", meta: dict, output_dir: Path) -> tuple
     """``report.html`` when the report module and its plotting library are installed."""
     try:
         from tritonctl.analyzer.html_report import write_html_report
-    except ImportError as exc:
+
+        return write_html_report(output_dir / "report.html", frame, meta), ""
+    except ImportError as exc:  # plotly and Jinja2 are imported when the report is written
         return None, f"no HTML report: {exc} (pip install 'tritonctl[analyze]')"
-    return write_html_report(output_dir / "report.html", frame, meta), ""
