@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -18,6 +17,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tritonctl.analyzer.engine import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANCHORS = REPO_ROOT.parent / "shared" / "anchors"
@@ -44,18 +45,6 @@ def unavailable_reason() -> str | None:
     if not env_file.is_file():
         return f"real Triton not set up: {env_file} missing (run: bash {ANCHORS / 'setup_triton.sh'})"
     return None
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports (all sockets held open together so none repeats)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass(frozen=True)
