@@ -23,7 +23,7 @@ from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze  # 
 from tritonctl.analyzer.objective import NOISE, Constraints  # noqa: E402
 from tritonctl.analyzer.results import COLUMNS  # noqa: E402
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace  # noqa: E402
-from tritonctl.cli.app import main  # noqa: E402
+from cli_runner import cli  # noqa: E402
 from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
 
@@ -84,16 +84,6 @@ def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tm
     assert replay.meta["candidates_measured"] < result.meta["candidates_measured"]
     assert replay.meta["decisions"][0].startswith("baseline: the default config (")
     assert len(checkpoint_points(out)) == result.measured
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_cli_subprocess_engine_apply_writes_a_validate_clean_config(repo, tmp_path, capsys):

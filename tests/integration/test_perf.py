@@ -16,7 +16,7 @@ from serve_models import write_add_sub, write_onnx_only  # noqa: E402
 from tritonctl.analyzer.options import PerfError, PerfOptions  # noqa: E402
 from tritonctl.analyzer.perf import run_perf  # noqa: E402
 from tritonctl.analyzer.report import CSV_COLUMNS  # noqa: E402
-from tritonctl.cli.app import main  # noqa: E402
+from cli_runner import cli  # noqa: E402
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
 
 FAST = {"measurement_interval_ms": 120, "stability_percentage": 50, "max_trials": 5}
@@ -86,16 +86,6 @@ def test_unknown_model_and_unreachable_server(server):
         run_perf(PerfOptions("nope", url=server.http_url, **FAST))
     with pytest.raises(PerfError, match="cannot read model 'add_sub' from grpc://127.0.0.1:1"):
         run_perf(PerfOptions("add_sub", url="127.0.0.1:1", protocol="grpc", request_timeout_s=2, **FAST))
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_cli_writes_csv_and_json(server, tmp_path, capsys):

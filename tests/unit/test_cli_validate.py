@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonctl.cli.app import main
+from cli_runner import cli
 from tritonctl.repo_schema.render.code_examples import working_directory, write_model
 
 CLEAN = '''backend: "python"
@@ -23,17 +23,6 @@ WARNING_ONLY = CLEAN + '''parameters { key: "mode" value { string_value: "a" } }
 parameters { key: "mode" value { string_value: "b" } }
 '''
 BROKEN = CLEAN.replace("max_batch_size: 8", "max_batch_size: -1")
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run tritonctl in this process; returns (exit status, stdout, stderr)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
