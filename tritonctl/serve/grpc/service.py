@@ -156,12 +156,14 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
     # ---- shared memory and trace extensions ------------------------------------------------------
-    async def SystemSharedMemoryStatus(self, request, context):
-        response = service_pb2.SystemSharedMemoryStatusResponse()
-        for region in await _call(context, self.server.shm.status, SYSTEM, request.name):
-            response.regions[region["name"]].MergeFrom(
-                service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(**region))
+    async def _shm_status(self, context, kind: str, name: str, response):
+        """The regions of ``kind`` (all, or the one named) in ``response``, a *StatusResponse."""
+        for region in await _call(context, self.server.shm.status, kind, name):
+            response.regions[region["name"]].MergeFrom(type(response).RegionStatus(**region))
         return response
+
+    async def SystemSharedMemoryStatus(self, request, context):
+        return await self._shm_status(context, SYSTEM, request.name, service_pb2.SystemSharedMemoryStatusResponse())
 
     async def SystemSharedMemoryRegister(self, request, context):
         await _call(context, self.server.shm.register_system, request.name, request.key, request.offset,
@@ -173,11 +175,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return service_pb2.SystemSharedMemoryUnregisterResponse()
 
     async def CudaSharedMemoryStatus(self, request, context):
-        response = service_pb2.CudaSharedMemoryStatusResponse()
-        for region in await _call(context, self.server.shm.status, CUDA, request.name):
-            response.regions[region["name"]].MergeFrom(
-                service_pb2.CudaSharedMemoryStatusResponse.RegionStatus(**region))
-        return response
+        return await self._shm_status(context, CUDA, request.name, service_pb2.CudaSharedMemoryStatusResponse())
 
     async def CudaSharedMemoryRegister(self, request, context):
         await _call(context, self.server.shm.register_cuda, request.name, request.raw_handle, request.device_id,
