@@ -223,6 +223,41 @@ def test_only_shape_compatible_requests_share_a_batch(scheduler_factory):
     assert instance.batches[1:] == [["r0", "r1"], ["r2", "r3"], ["r4"]]
 
 
+def test_a_waiting_batch_goes_once_a_request_completes_it_or_cannot_join_it(scheduler_factory):
+    instance = RecordingInstance()
+    scheduler = scheduler_factory(batching(preferred_sizes=(2, 4), max_queue_delay_ns=5_000_000_000), instance)
+    results = Results()
+    narrow = [make_request(f"r{i}", results) for i in range(3)]
+    wide = [make_request(f"wide{i}", results, width=6) for i in range(2)]
+    started = time.monotonic()
+    for request in narrow:  # r0 + r1 make the preferred 2 and go; r2 waits for the batch to grow
+        scheduler.enqueue(request)
+        time.sleep(0.02)
+    time.sleep(0.05)
+    scheduler.enqueue(wide[0])  # cannot join r2: r2 goes now
+    scheduler.enqueue(wide[1])  # completes the preferred 2 with wide0
+    assert results.all_done.wait(2)
+    assert instance.batches == [["r0", "r1"], ["r2"], ["wide0", "wide1"]]
+    assert time.monotonic() - started < 2  # nobody waited for the 5 s delay
+
+
+def test_a_queue_deadline_inside_the_delay_is_kept(scheduler_factory):
+    instance = RecordingInstance()
+    policy = QueuePolicy(default_timeout_us=10_000_000, allow_timeout_override=True)
+    scheduler = scheduler_factory(batching(max_queue_delay_ns=1_000_000_000, default_policy=policy), instance)
+    results = Results()
+    scheduler.enqueue(make_request("patient", results))
+    time.sleep(0.05)  # the worker now waits for the 1 s delay
+    started = time.monotonic()
+    scheduler.enqueue(make_request("hasty", results, timeout_us=50_000))
+    while "hasty" not in results.done and time.monotonic() - started < 2:
+        time.sleep(0.01)
+    assert time.monotonic() - started < 0.5  # rejected at its deadline, not when the delay ended
+    assert results.done["hasty"].message == "Request timeout expired"
+    assert results.all_done.wait(3)
+    assert instance.batches == [["patient"]]
+
+
 def test_instances_execute_concurrently(scheduler_factory):
     instance = RecordingInstance(seconds=0.2)
     scheduler = scheduler_factory(BatchingOptions(), instance, count=3)

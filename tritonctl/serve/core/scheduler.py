@@ -103,6 +103,11 @@ class Scheduler:
         self._levels = {lv: _Level(policies.get(lv, options.default_policy)) for lv in levels}
         self._cond = threading.Condition()
         self._queued = 0
+        self._queued_size = 0  # the queued requests' batch sizes, summed
+        # While workers wait for a batch to grow (the queue delay), the queued size and batch key
+        # at which a new request must wake them; None when every new request must.
+        self._wake_size: int | None = None
+        self._wake_key: tuple = ()
         self._accepting = True
         self._stopping = False
         self._busy = 0
@@ -127,6 +132,7 @@ class Scheduler:
         request.queue_start_ns = now
         timeout_us = level.policy.timeout_us(request.timeout_us)
         request.deadline_ns = now + timeout_us * 1000 if timeout_us else 0
+        request.batch_key = self._shape_key(request)
         with self._cond:
             if not self._accepting:
                 raise unavailable(f"Server is stopping, scheduler for model '{self.model}' has stopped accepting "
@@ -135,8 +141,18 @@ class Scheduler:
                 raise unavailable(f"[request id: {request.id or '<id_unknown>'}] Exceeds maximum queue size")
             level.queue.append(request)
             self._queued += 1
-            self._cond.notify()
+            self._queued_size += request.batch_size
+            if self._must_wake(request):
+                self._cond.notify()
         self.stats.add_pending(1)
+
+    def _must_wake(self, request: InferRequest) -> bool:
+        """Whether a waiting worker could form a different batch now that ``request`` is queued:
+        always, unless it waits for the queue delay and the request neither completes the next
+        preferred size, nor brings a queue deadline, nor has a shape that cannot join the batch.
+        (Waking a worker for every request costs it a GIL round trip and a batch formation.)"""
+        return (self._wake_size is None or self._queued_size >= self._wake_size or request.deadline_ns != 0
+                or request.batch_key != self._wake_key)
 
     # ---- batch formation (under the lock) -------------------------------------------------------
     def _candidates(self) -> Iterator[InferRequest]:
@@ -170,6 +186,7 @@ class Scheduler:
                 failed.extend((r, ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED")
                               for r in cancelled)
         self._queued -= len(failed)
+        self._queued_size -= sum(r.batch_size for r, _, _ in failed)
         return failed
 
     def _shape_key(self, request: InferRequest) -> tuple:
@@ -198,7 +215,7 @@ class Scheduler:
             if size + request.batch_size > opts.max_batch_size:
                 send_now = True
                 break
-            key = self._shape_key(request)
+            key = request.batch_key
             if shape_key is None:
                 shape_key = key
             elif key != shape_key:
@@ -215,6 +232,8 @@ class Scheduler:
             return pending[:mark], None
         if send_now or size >= max_preferred or delay_exceeded or delay == 0:
             return pending, None
+        self._wake_size = min(p for p in opts.preferred_sizes if p > size)
+        self._wake_key = shape_key
         wait_ns = oldest + delay - now
         deadlines = [r.deadline_ns for r in self._candidates() if r.deadline_ns and not r.delayed]
         if deadlines:
@@ -229,6 +248,7 @@ class Scheduler:
             if level.delayed and any(id(r) in taken for r in level.delayed):
                 level.delayed = deque(r for r in level.delayed if id(r) not in taken)
         self._queued -= len(batch)
+        self._queued_size -= sum(r.batch_size for r in batch)
 
     def _next_batch(self) -> tuple[list[InferRequest] | None, list]:
         """Wait for work; (batch, failures) or (None, failures) when stopped and drained."""
@@ -254,6 +274,7 @@ class Scheduler:
                         self._cond.notify()
                     return batch, []
                 self._cond.wait(wait_s)
+                self._wake_size = None
 
     def _work(self, instance) -> None:
         while True:
@@ -309,7 +330,7 @@ class Scheduler:
             for level in self._levels.values():
                 level.queue.clear()
                 level.delayed.clear()
-            self._queued = 0
+            self._queued = self._queued_size = 0
         for request in requests:
             self.stats.add_pending(-1)
             request.finish(None, error)
