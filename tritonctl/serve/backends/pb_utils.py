@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tritonctl.serve.backends.pb_model_config import ModelConfig  # noqa: F401 - part of the module's API
+
 TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_UINT16": np.uint16, "TYPE_UINT32": np.uint32,
     "TYPE_UINT64": np.uint64, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16, "TYPE_INT32": np.int32,

@@ -56,6 +56,18 @@ def model_import_context(version_dir: Path):
                 del sys.modules[name]
 
 
+def exec_model_file(module_name: str, model_file: Path, version_dir: Path, module_globals: dict | None = None):
+    """Run ``model_file`` as the module ``module_name`` (registered in sys.modules, where
+    dataclasses and pickling look their module up). Raises whatever the file raises."""
+    spec = importlib.util.spec_from_file_location(module_name, model_file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    module.__dict__.update(module_globals or {})
+    with model_import_context(version_dir):
+        spec.loader.exec_module(module)
+    return module
+
+
 def describe(exc: BaseException, model_file: Path) -> str:
     """``Type: message`` and the innermost line of the model's own file, as Triton reports it."""
     text = f"{type(exc).__name__}: {exc}"
@@ -102,13 +114,10 @@ class PythonBackend(RequestBackend):
         self._initialize(model_dir)
 
     def _create(self):
-        spec = importlib.util.spec_from_file_location(self.module_name, self.model_file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[self.module_name] = module  # dataclasses and pickling look their module up here
-        module.__dict__[bls.INSTANCE_GLOBAL] = weakref.ref(self)  # finds the caller of BLS in the model's threads
         try:
-            with model_import_context(self.version_dir):
-                spec.loader.exec_module(module)
+            # the instance global finds the caller of BLS in the model's threads
+            module = exec_model_file(self.module_name, self.model_file, self.version_dir,
+                                     {bls.INSTANCE_GLOBAL: weakref.ref(self)})
         except BaseException as exc:  # SyntaxError, ImportError, SystemExit ... all stop the load
             sys.modules.pop(self.module_name, None)
             raise BackendLoadError(f"failed to load python model '{self.config.name}' from "

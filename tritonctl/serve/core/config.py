@@ -52,7 +52,15 @@ def load_config(model_dir: Path, config_name: str | None = None, override_json: 
     An ``override_json`` (the repository API's ``config`` parameter) replaces the file on disk.
     """
     if override_json is not None:
-        return _from_override(model_dir, override_json)
+        loaded = _from_override(model_dir, override_json)
+    else:
+        loaded = _from_disk(model_dir, config_name)
+    if loaded.config is not None and loaded.config.backend == "python" and not loaded.errors:
+        _complete_python(model_dir, loaded)
+    return loaded
+
+
+def _from_disk(model_dir: Path, config_name: str | None) -> LoadedConfig:
     from tritonctl.repo_schema.autocomplete import effective_config
     from tritonctl.repo_schema.validate import validate_paths
 
@@ -64,6 +72,18 @@ def load_config(model_dir: Path, config_name: str | None = None, override_json: 
     seen = {(d.code, d.location, d.message) for d in diagnostics}
     diagnostics.extend(d for d in checked if (d.code, d.location, d.message) not in seen)
     return LoadedConfig(config, diagnostics)
+
+
+def _complete_python(model_dir: Path, loaded: LoadedConfig) -> None:
+    """Let a Python model's ``auto_complete_config`` fill in its config (Triton's Python backend)."""
+    from tritonctl.repo_schema.normalize import core_normalize
+    from tritonctl.serve.backends.base import BackendLoadError
+    from tritonctl.serve.backends.python_autocomplete import complete_config
+
+    try:
+        loaded.config = core_normalize(complete_config(loaded.config, model_dir), model_dir)
+    except BackendLoadError as exc:
+        loaded.diagnostics.append(_error(model_dir, str(exc)).diagnostics[0])
 
 
 def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:

@@ -1,0 +1,62 @@
+"""Triton's Python-backend auto-complete: a model whose ``TritonPythonModel`` defines the static
+method ``auto_complete_config`` fills in its own config. The backend calls it once at load, before
+any instance exists, with the config as loaded (``pb_utils.ModelConfig``), and serves the config
+it returns."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from tritonctl.repo_schema.autocomplete import model_version_dir
+from tritonctl.repo_schema.modelfiles.python import read_python_model
+from tritonctl.serve.backends import pb_utils
+from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.backends.python import describe, exec_model_file
+
+
+def complete_config(config, model_dir: Path):
+    """``config`` as the model's ``auto_complete_config`` completes it; ``config`` itself when the
+    model has none. Raises BackendLoadError with what went wrong."""
+    from google.protobuf import json_format
+
+    from tritonctl.serve.core.server import config_to_json
+
+    version_dir = model_version_dir(model_dir, None)
+    model_file = version_dir / (config.default_model_filename or "model.py") if version_dir else None
+    if model_file is None or not model_file.is_file():
+        return config  # loading the instances reports the missing file
+    try:
+        info = read_python_model(model_file)
+    except OSError:
+        return config
+    if not (info.autocompletes or info.has_bases):  # read statically: no need to run the file
+        return config
+    module_name = "tritonctl_python_autocomplete_" + re.sub(r"\W", "_", config.name)
+    try:
+        module = exec_model_file(module_name, model_file, version_dir)
+    except BaseException as exc:
+        raise BackendLoadError(f"failed to load python model '{config.name}' from '{model_file}': "
+                               f"{describe(exc, model_file)}") from None
+    finally:
+        sys.modules.pop(module_name, None)
+    complete = getattr(getattr(module, "TritonPythonModel", None), "auto_complete_config", None)
+    if complete is None:
+        return config
+    try:
+        result = complete(pb_utils.ModelConfig(json.dumps(config_to_json(config))))
+    except Exception as exc:
+        raise BackendLoadError(f"auto_complete_config of python model '{config.name}' failed: "
+                               f"{describe(exc, model_file)}") from None
+    if not isinstance(result, pb_utils.ModelConfig):
+        raise BackendLoadError(f"auto_complete_config function in model '{config.name}' must return a valid "
+                               "pb.ModelConfig object")
+    completed = type(config)()
+    try:
+        json_format.ParseDict(result.as_dict(), completed)
+    except json_format.ParseError as exc:
+        raise BackendLoadError(f"auto_complete_config of python model '{config.name}' returned a config that is "
+                               f"not a valid ModelConfig: {exc}") from None
+    return completed
