@@ -175,7 +175,8 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class BackgroundServer:
-    """The server on its own thread and event loop: for tests and embedding. Always ``stop()`` it."""
+    """The server on its own thread and event loop: for tests and embedding. Always ``stop()`` it
+    (or use it as a context manager)."""
 
     def __init__(self, options: ServeOptions):
         self.runtime = ServerRuntime(options)
@@ -203,6 +204,12 @@ class BackgroundServer:
     def stop(self, timeout_s: float = 60.0) -> None:
         self.runtime.request_stop()
         self._thread.join(timeout_s)
+
+    def __enter__(self) -> "BackgroundServer":
+        return self.start()
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
 
     @property
     def http_url(self) -> str:

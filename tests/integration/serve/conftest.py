@@ -33,10 +33,7 @@ def serving_repository(root: Path) -> Path:
 @pytest.fixture(scope="session")
 def served(tmp_path_factory):
     repo = serving_repository(tmp_path_factory.mktemp("serve") / "repo")
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
-                                           control_mode="explicit", load_models=["*"], exit_timeout_secs=5))
-    server.start()
-    try:
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, control_mode="explicit",
+                           load_models=["*"], exit_timeout_secs=5)
+    with BackgroundServer(options) as server:
         yield server
-    finally:
-        server.stop()

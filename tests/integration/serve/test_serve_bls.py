@@ -201,12 +201,8 @@ def served(tmp_path_factory):
     python_model(repo, "bls_fan_out", BLS_FAN_OUT, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call", SELF_CALL, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call_pair", SELF_CALL, REPORT_IN, REPORT_OUT, count=2)
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0))
-    server.start()
-    try:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def pair(module, a: np.ndarray, b: np.ndarray) -> list:

@@ -232,12 +232,8 @@ def served(tmp_path_factory):
     (repo / "bls_sum" / "1").mkdir(parents=True)
     (repo / "bls_sum" / "1" / "model.py").write_text(BLS_SUM)
     (repo / "bls_sum" / "config.pbtxt").write_text(BLS_SUM_CONFIG)
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0))
-    server.start()
-    try:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def values(module, data) -> list:

@@ -41,12 +41,8 @@ def served(tmp_path_factory):
     write_add_sub(repo, "add_sub_onnx", extra="dynamic_batching { }")
     (repo / "chain" / "1").mkdir(parents=True)
     (repo / "chain" / "config.pbtxt").write_text(ENSEMBLE)
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0))
-    server.start()
-    try:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])

@@ -32,12 +32,8 @@ def served(tmp_path_factory):
     shutil.copytree(EXAMPLES, repo)
     shutil.copytree(repo / "add_sub", repo / "raising")
     (repo / "raising" / "1" / "model.py").write_text(RAISING)
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0))
-    server.start()
-    try:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def inputs(module, a: np.ndarray, b: np.ndarray):

@@ -42,12 +42,8 @@ def served(tmp_path_factory):
     write_state_model(repo, "state_direct")
     write_state_model(repo, "state_oldest", strategy="oldest { }", start_value=100)
     write_add_sub(repo, "plain")
-    server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0))
-    server.start()
-    try:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def client_for(served, module):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import onnx
@@ -105,3 +106,17 @@ def standard_repository(repo: Path) -> Path:
     (broken / "config.pbtxt").write_text('name: "broken"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
                                          'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 } ]\n')
     return repo
+
+
+@contextlib.contextmanager
+def loaded_server(repo: Path):
+    """An in-process InferenceServer with every model of ``repo`` loaded; stopped afterwards."""
+    from tritonctl.serve.core.manager import ModelManager
+    from tritonctl.serve.core.server import InferenceServer
+
+    manager = ModelManager(repo)
+    manager.load_all()
+    try:
+        yield InferenceServer(manager)
+    finally:
+        manager.stop(5)

@@ -25,8 +25,7 @@ from tritonctl.serve.core.cache import (CacheConfigError, ResponseCache, parse_c
 from tritonctl.serve.core.errors import ServeError
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.ragged import RaggedLayout, batch_input_value, scatter, scatter_shapes
-from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy, Scheduler
-from tritonctl.serve.core.stats import ModelStats
+from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy
 from tritonctl.serve.core.types import InferRequest, InferResponse, InferTensor, RequestedOutput
 
 I32 = np.dtype(np.int32)
@@ -122,20 +121,6 @@ class SleepingInstance:
             request.finish(InferResponse("m", "1", request.id, []))
 
 
-@pytest.fixture
-def scheduler_for():
-    made: list[Scheduler] = []
-
-    def make(options: BatchingOptions, instance: SleepingInstance, count: int = 1) -> Scheduler:
-        scheduler = Scheduler("m", options, [object()] * count, instance.run, ModelStats("m", "1"))
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.stop(5)
-
-
 def request(request_id: str, width: int, order: list, done: threading.Event, expected: int,
             seconds: float = 0.0) -> InferRequest:
     data = np.full((1, width), seconds, np.float32)
@@ -148,11 +133,11 @@ def request(request_id: str, width: int, order: list, done: threading.Event, exp
 
 
 @pytest.mark.parametrize("ragged, batches", [(frozenset({"X"}), 1), (frozenset(), 3)])
-def test_ragged_inputs_batch_whatever_their_shapes(scheduler_for, ragged, batches):
+def test_ragged_inputs_batch_whatever_their_shapes(scheduler_factory, ragged, batches):
     instance = SleepingInstance()
     options = BatchingOptions(enabled=True, max_batch_size=8, preferred_sizes=(8,),
                               max_queue_delay_ns=100_000_000, ragged_inputs=ragged)
-    scheduler = scheduler_for(options, instance)
+    scheduler = scheduler_factory(options, instance)
     order: list = []
     done = threading.Event()
     for i, width in enumerate((3, 5, 2)):
@@ -163,10 +148,10 @@ def test_ragged_inputs_batch_whatever_their_shapes(scheduler_for, ragged, batche
 
 
 @pytest.mark.parametrize("preserve", [True, False])
-def test_preserve_ordering_holds_a_fast_batch_behind_a_slow_one(scheduler_for, preserve):
+def test_preserve_ordering_holds_a_fast_batch_behind_a_slow_one(scheduler_factory, preserve):
     instance = SleepingInstance()
     options = BatchingOptions(enabled=True, max_batch_size=1, preferred_sizes=(1,), preserve_ordering=preserve)
-    scheduler = scheduler_for(options, instance, count=2)
+    scheduler = scheduler_factory(options, instance, count=2)
     order: list = []
     done = threading.Event()
     scheduler.enqueue(request("slow", 1, order, done, 3, seconds=0.4))
@@ -182,11 +167,11 @@ def test_preserve_ordering_holds_a_fast_batch_behind_a_slow_one(scheduler_for, p
     assert all(error is None for _, error in order)
 
 
-def test_preserve_ordering_answers_requests_that_never_leave_the_queue_at_once(scheduler_for):
+def test_preserve_ordering_answers_requests_that_never_leave_the_queue_at_once(scheduler_factory):
     instance = SleepingInstance()
     options = BatchingOptions(enabled=True, max_batch_size=1, preferred_sizes=(1,), preserve_ordering=True,
                               default_policy=QueuePolicy(default_timeout_us=50_000))
-    scheduler = scheduler_for(options, instance, count=2)
+    scheduler = scheduler_factory(options, instance, count=2)
     order: list = []
     done = threading.Event()
     scheduler.enqueue(request("slow", 1, order, done, 3, seconds=0.5))

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_models import write_add_sub
+from serve_models import loaded_server, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.manager import ModelManager
-from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
 
 # A Python model without batching: Y = X * 10, and an error for a negative first element.
@@ -69,10 +68,8 @@ def server(tmp_path):
     # an ensemble whose step is another ensemble (loaded after it, whatever the name order)
     write_ensemble(repo, "a_outer", ["P", "Q"], ["R"], [
         step("pipeline", {"A": "P", "B": "Q"}, {"SCALED": "R"})])
-    manager = ModelManager(repo)
-    manager.load_all()
-    yield InferenceServer(manager)
-    manager.stop(5)
+    with loaded_server(repo) as server:
+        yield server
 
 
 def submit(server, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None):

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from serve_models import standard_repository, write_add_sub
+from serve_models import loaded_server, standard_repository, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
@@ -22,10 +22,8 @@ def repo(tmp_path):
 
 @pytest.fixture
 def server(repo):
-    manager = ModelManager(repo)
-    manager.load_all()
-    yield InferenceServer(manager)
-    manager.stop(5)
+    with loaded_server(repo) as server:
+        yield server
 
 
 def infer(server: InferenceServer, model: str, inputs: dict[str, tuple[str, np.ndarray]], version: str = ""):

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from serve_models import loaded_server
 from tritonctl.serve.backends.pb_utils import ModelConfig
-from tritonctl.serve.core.manager import ModelManager
-from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.types import InferRequest, InferTensor
 
 COMPLETING = """
@@ -50,10 +49,8 @@ def server(tmp_path):
                 .replace("{extra}", ""))
     write_model(repo, "decoupled", COMPLETING.replace(
         "{extra}", 'auto_complete_model_config.set_model_transaction_policy({"decoupled": True})'))
-    manager = ModelManager(repo)
-    manager.load_all()
-    yield InferenceServer(manager)
-    manager.stop(5)
+    with loaded_server(repo) as server:
+        yield server
 
 
 def test_the_completed_config_is_served(server):

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from serve_models import loaded_server
 from tritonctl.serve.core.errors import ServeError, Status
-from tritonctl.serve.core.manager import ModelManager
-from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
 
 CONFIG = """
@@ -120,10 +119,8 @@ def repo(tmp_path):
 
 @pytest.fixture
 def server(repo):
-    manager = ModelManager(repo)
-    manager.load_all()
-    yield InferenceServer(manager)
-    manager.stop(5)
+    with loaded_server(repo) as server:
+        yield server
 
 
 def submit(server, model: str, x: np.ndarray, datatype: str = "FP32", outputs: list[str] | None = None):

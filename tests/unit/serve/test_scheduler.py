@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from tritonctl.serve.core.errors import ServeError, Status
-from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy, Scheduler
-from tritonctl.serve.core.stats import ModelStats
+from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy
 from tritonctl.serve.core.types import InferRequest, InferResponse, InferTensor
 
 
@@ -53,20 +52,6 @@ def make_request(request_id: str, results: Results, width: int = 4, priority: in
     results.expected += 1
     return InferRequest("m", {"X": InferTensor("X", "FP32", data)}, id=request_id, priority=priority,
                         timeout_us=timeout_us, complete=results.callback(request_id))
-
-
-@pytest.fixture
-def scheduler_factory():
-    made: list[Scheduler] = []
-
-    def make(options: BatchingOptions, instance: RecordingInstance, count: int = 1) -> Scheduler:
-        scheduler = Scheduler("m", options, [object()] * count, instance.run, ModelStats("m", "1"))
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.stop(5)
 
 
 def batching(**kwargs) -> BatchingOptions:
