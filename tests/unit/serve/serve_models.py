@@ -120,3 +120,22 @@ def loaded_server(repo: Path):
         yield InferenceServer(manager)
     finally:
         manager.stop(5)
+
+
+SLOW_BATCH = "dynamic_batching { max_queue_delay_microseconds: 300000 }"
+
+
+def serving_repository(root: Path) -> Path:
+    """The repository the integration tests serve (tests/integration/serve)."""
+    write_add_sub(root, extra="dynamic_batching { max_queue_delay_microseconds: 2000 }")
+    write_add_sub(root, "add_sub_int", "TYPE_INT32")
+    write_add_sub(root, "add_sub_fp16", "TYPE_FP16")
+    write_add_sub(root, "batched", extra=SLOW_BATCH.replace("300000", "200000"))
+    write_add_sub(root, "limited", extra="dynamic_batching { max_queue_delay_microseconds: 400000 "
+                                         "preferred_batch_size: [ 8 ] default_queue_policy { max_queue_size: 1 } }")
+    write_add_sub(root, "unloadable")
+    write_add_sub(root, "delayed", extra=SLOW_BATCH)
+    write_add_sub(root, "reloadable", extra="dynamic_batching { }")
+    write_bytes_model(root)
+    write_onnx_only(root)
+    return root
