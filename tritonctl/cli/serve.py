@@ -18,6 +18,12 @@ class ControlMode(str, enum.Enum):
     explicit = "explicit"
 
 
+class GrpcTransport(str, enum.Enum):
+    auto = "auto"
+    native = "native"
+    aio = "aio"
+
+
 class LogFormat(str, enum.Enum):
     default = "default"
     ISO8601 = "ISO8601"
@@ -65,6 +71,9 @@ def serve(
                                            help="Request tracing, as tritonserver takes it (repeatable): "
                                                 "triton,file=PATH, level=TIMESTAMPS|TENSORS|OFF, rate=N (every N-th "
                                                 "request), count=N (-1 = no limit), triton,log-frequency=N."),
+    grpc_transport: GrpcTransport = typer.Option(GrpcTransport.auto, "--grpc-transport",
+                                                 help="native: gRPC's C++ transport (built at install where "
+                                                      "libgrpc++ is found); aio: grpc.aio; auto: native when built."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
 ) -> None:
@@ -95,7 +104,8 @@ def serve(
         metrics_port=None if metrics_port < 0 else metrics_port, control_mode=model_control_mode.value,
         load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
-        http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config))
+        http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
+        grpc_transport=grpc_transport.value)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,4 +1,4 @@
-"""Runs the whole server on one event loop: HTTP (uvicorn + httptools), gRPC (grpc.aio),
+"""Runs the whole server on one event loop: HTTP (uvicorn + httptools), gRPC (C++ transport or grpc.aio),
 metrics, repository polling, and a graceful stop that answers every in-flight request."""
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class ServeOptions:
     http_max_input_size: int = 1 << 26
     # tritonserver's --cache-config values, e.g. ["local,size=1048576"]; empty: no response cache
     cache_config: list[str] = field(default_factory=list)
+    # gRPC transport: "native" (C++), "aio" (grpc.aio) or "auto" (native when built)
+    grpc_transport: str = "auto"
     # tritonserver's --trace-config values, e.g. ["triton,file=trace.json", "level=TIMESTAMPS", "rate=1"]
     trace_config: list[str] = field(default_factory=list)
 
@@ -113,10 +115,10 @@ class ServerRuntime:
                 uvicorn_servers.append(server)
                 tasks.append(asyncio.ensure_future(server.serve(sockets=[sock])))
             if opts.grpc_port is not None:
-                from tritonctl.serve.grpc.service import build_server
+                from tritonctl.serve.grpc import start_front_end
 
-                grpc_server, self.grpc_port = build_server(self.server, f"{opts.host}:{opts.grpc_port}")
-                await grpc_server.start()
+                grpc_server = await start_front_end(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport)
+                self.grpc_port = grpc_server.port
             if opts.control_mode == "poll":
                 tasks.append(asyncio.ensure_future(self._poll()))
             while uvicorn_servers and not all(s.started for s in uvicorn_servers):

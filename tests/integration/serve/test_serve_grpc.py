@@ -1,4 +1,5 @@
-"""The gRPC service through the real tritonclient.grpc, sync and asyncio."""
+"""The gRPC service through the real tritonclient.grpc, sync and asyncio, over both transports:
+the C++ one (where it is built) and grpc.aio."""
 
 from __future__ import annotations
 
@@ -11,6 +12,21 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aiogrpcclient
 from tritonclient.utils import InferenceServerException
+
+from serve_models import serving_repository
+from tritonctl.serve.grpc import native
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+
+@pytest.fixture(scope="module", params=["native", "aio"])
+def served(request, tmp_path_factory):
+    if request.param == "native" and not native.available():
+        pytest.skip(f"the native gRPC transport is not built here: {native.UNAVAILABLE_REASON}")
+    repo = serving_repository(tmp_path_factory.mktemp("grpc") / "repo")
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
+                           load_models=["*"], exit_timeout_secs=5, grpc_transport=request.param)
+    with BackgroundServer(options) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +157,47 @@ def test_typed_input_contents_are_accepted(served):
         response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=10)
     outputs = {o.name: np.frombuffer(raw, np.int32) for o, raw in zip(response.outputs, response.raw_output_contents)}
     assert outputs["OUTPUT0"].tolist() == [11, 22, 33, 44] and outputs["OUTPUT1"].tolist() == [-9, -18, -27, -36]
+
+
+def test_protocol_faults_get_grpc_statuses(served):
+    # a message that does not parse: INTERNAL from the C++ transport, as from gRPC C++ servers;
+    # grpc.aio answers UNKNOWN
+    native_transport = served.runtime.options.grpc_transport == "native"
+    unparsable = grpc.StatusCode.INTERNAL if native_transport else grpc.StatusCode.UNKNOWN
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")(b"", timeout=5)
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(b"\xff\xff\xff", timeout=5)
+        assert caught.value.code() == unparsable
+        assert "Error parsing message with type 'inference.ModelInferRequest'" in caught.value.details()
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata")(b"\xff\xff\xff", timeout=5)
+        assert caught.value.code() == unparsable
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+        assert list(stream(iter([]), timeout=5)) == []  # a stream that sends nothing ends cleanly
+
+
+def test_messages_larger_than_grpc_default_limit(client):
+    big = np.array([[b"x" * (6 << 20), b"y"]], dtype=object)  # 6 MiB: over gRPC's 4 MiB default
+    tensor = grpcclient.InferInput("TEXT", [1, 2], "BYTES")
+    tensor.set_data_from_numpy(big)
+    assert client.infer("echo_bytes", [tensor]).as_numpy("TEXT_OUT").tolist() == big.tolist()
+
+
+def test_a_taken_port_is_an_os_error(served):
+    from tritonctl.serve.grpc import start_front_end
+
+    with pytest.raises(OSError, match="cannot bind the gRPC port"):
+        asyncio.run(start_front_end(served.runtime.server, served.grpc_url, served.runtime.options.grpc_transport))
+
+
+def test_transport_choice_is_checked(served, monkeypatch):
+    from tritonctl.serve.grpc import start_front_end
+
+    with pytest.raises(ValueError, match="unknown gRPC transport 'h3'"):
+        asyncio.run(start_front_end(served.runtime.server, "127.0.0.1:0", "h3"))
+    monkeypatch.setattr(native, "_native", None)  # as on a machine where it was not built
+    with pytest.raises(RuntimeError, match="native gRPC transport is not built"):
+        asyncio.run(start_front_end(served.runtime.server, "127.0.0.1:0", "native"))

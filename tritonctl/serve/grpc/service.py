@@ -1,5 +1,6 @@
-"""``inference.GRPCInferenceService`` (serving_protocol.md A.2) over grpc.aio, built from
-tritonclient's own ``service_pb2(_grpc)``, and ``grpc.health.v1.Health/Check``."""
+"""``inference.GRPCInferenceService`` (serving_protocol.md A.2), built from tritonclient's own
+``service_pb2(_grpc)``, and ``grpc.health.v1.Health/Check``: the methods, and the front end that
+serves them over grpc.aio where the C++ transport (native.py) is not built."""
 
 from __future__ import annotations
 
@@ -116,44 +117,48 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 target.string_param = str(value)
         return response
 
-    async def _infer(self, message, trace=None):
-        """(response message, None) or (None, ServeError)."""
-        if trace is not None:  # grpc.aio hands the message over already read: an empty wait/read span
+    def decode(self, message, trace=None):
+        """The InferRequest of a ModelInferRequest; raises ServeError when it is malformed."""
+        if trace is not None:  # the transport hands the message over already read: an empty wait/read span
             trace.capture("GRPC_WAITREAD_END")
-        try:
-            request = decode_request(message, self.server.shm)
-            if trace is not None:
-                request.trace = trace
-            future = self.server.infer_future(request, "ModelInfer RPC")
-        except ServeError as exc:
-            return None, exc
-        try:
-            response = await future
-        except ServeError as exc:
-            return None, exc
-        except asyncio.CancelledError:  # the client cancelled or its deadline passed
-            request.cancelled = True
-            raise
-        try:
-            encoded = encode_response(response, service_pb2, request)
-        except ServeError as exc:  # an output that does not fit its shared-memory region
-            return None, exc
+        request = decode_request(message, self.server.shm)
+        if trace is not None:
+            request.trace = trace
+        return request
+
+    def infer_reply(self, request, response, trace=None):
+        """The ModelInferResponse of a finished request; raises ServeError when an output does
+        not fit its shared-memory region."""
+        encoded = encode_response(response, service_pb2, request)
         if trace is not None:
             trace.capture("INFER_RESPONSE_COMPLETE")
             trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
-        return encoded, None
+            trace.capture("GRPC_SEND_START")
+        return encoded
 
-    async def ModelInfer(self, request, context):
-        trace = self.server.traces.sample(request.model_name) if self.server.traces.enabled else None
+    def sample_trace(self, model_name: str):
+        """A trace of this request when tracing samples it, else None."""
+        traces = self.server.traces
+        trace = traces.sample(model_name) if traces.enabled else None
         if trace is not None:
             trace.capture("GRPC_WAITREAD_START")
-            context.add_done_callback(lambda _context: _send_ended(trace))
-        response, error = await self._infer(request, trace)
-        if error is not None:
-            await _abort(context, error)
+        return trace
+
+    async def ModelInfer(self, message, context):
+        trace = self.sample_trace(message.model_name)
         if trace is not None:
-            trace.capture("GRPC_SEND_START")
-        return response
+            context.add_done_callback(lambda _context: send_ended(trace))
+        try:
+            request = self.decode(message, trace)
+            future = self.server.infer_future(request, "ModelInfer RPC")
+            try:
+                response = await future
+            except asyncio.CancelledError:  # the client cancelled or its deadline passed
+                request.cancelled = True
+                raise
+            return self.infer_reply(request, response, trace)
+        except ServeError as exc:
+            await _abort(context, exc)
 
     # ---- shared memory and trace extensions ------------------------------------------------------
     async def _shm_status(self, context, kind: str, name: str, response):
@@ -210,7 +215,7 @@ async def _call(context, function, *args):
         await _abort(context, exc)
 
 
-def _send_ended(trace) -> None:
+def send_ended(trace) -> None:
     trace.capture("GRPC_SEND_END")
     trace.finish()
 
@@ -219,24 +224,40 @@ def _health_request(data: bytes) -> bytes:
     return data  # HealthCheckRequest{service}: every service name gets the server's readiness
 
 
+def health_status(server: InferenceServer) -> bytes:
+    """The HealthCheckResponse: SERVING (1) when the server is ready, else NOT_SERVING (2). The
+    two-field messages are encoded by hand to avoid another dependency."""
+    return b"\x08\x01" if server.ready() else b"\x08\x02"
+
+
 def health_handler(server: InferenceServer) -> grpc.GenericRpcHandler:
-    """``grpc.health.v1.Health/Check``: SERVING (1) when the server is ready, else NOT_SERVING (2).
-    The two-field messages are encoded by hand to avoid another dependency."""
+    """``grpc.health.v1.Health/Check``, answered with ``health_status``."""
 
     async def check(_request: bytes, _context) -> bytes:
-        return b"\x08\x01" if server.ready() else b"\x08\x02"
+        return health_status(server)
 
     method = grpc.unary_unary_rpc_method_handler(check, request_deserializer=_health_request,
                                                  response_serializer=lambda b: b)
     return grpc.method_handlers_generic_handler("grpc.health.v1.Health", {"Check": method})
 
 
-def build_server(server: InferenceServer, address: str) -> tuple[grpc.aio.Server, int]:
-    """A grpc.aio server bound to ``address``; returns it and the bound port."""
-    grpc_server = grpc.aio.server(options=SERVER_OPTIONS)
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(server), grpc_server)
-    grpc_server.add_generic_rpc_handlers((health_handler(server),))
-    port = grpc_server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot bind the gRPC port at {address}")
-    return grpc_server, port
+class AioFrontEnd:
+    """The service over grpc.aio: the front end where the C++ transport is not built."""
+
+    def __init__(self, server: InferenceServer, address: str):
+        self.grpc_server = grpc.aio.server(options=SERVER_OPTIONS)
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(server), self.grpc_server)
+        self.grpc_server.add_generic_rpc_handlers((health_handler(server),))
+        try:
+            self.port = self.grpc_server.add_insecure_port(address)
+        except RuntimeError:  # grpcio's "Failed to bind to address"
+            self.port = 0
+        if self.port == 0:
+            raise OSError(f"cannot bind the gRPC port at {address}")
+
+    async def start(self) -> None:
+        await self.grpc_server.start()
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting; calls in flight get ``grace_s`` seconds to finish, then are cancelled."""
+        await self.grpc_server.stop(grace_s)

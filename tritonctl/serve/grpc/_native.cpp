@@ -1,0 +1,319 @@
+// The gRPC transport of `tritonctl serve`, in C++: HTTP/2, message framing, flow control,
+// deadlines and cancellation run on gRPC's own threads without the GIL, and Python sees only
+// whole messages. Every method arrives through one generic service (raw bytes in, raw bytes
+// out); events (a message, the client's half-close, a cancellation) go into one queue whose
+// eventfd the server's event loop watches, so a burst of calls costs the loop one wake-up.
+// Python answers through Call.write / Call.finish, from the event-loop thread.
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace {
+
+enum EventKind { kMessage = 0, kHalfClose = 1, kCancel = 2 };
+
+class Reactor;
+
+// What Python holds of one call. It outlives the reactor: after the call is done every
+// operation on it is a no-op.
+struct CallState {
+  std::mutex mu;
+  Reactor* reactor = nullptr;  // null once the call is done
+  std::string method;
+  bool streaming = false;
+  std::deque<grpc::ByteBuffer> pending;  // writes waiting for the one in flight
+  grpc::ByteBuffer in_flight;
+  bool writing = false;
+  bool finish_requested = false;
+  bool finished = false;  // Finish has been called (exactly once)
+  grpc::Status status;
+};
+
+struct Event {
+  EventKind kind;
+  std::shared_ptr<CallState> call;
+  grpc::ByteBuffer payload;
+};
+
+class EventQueue {
+ public:
+  EventQueue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("eventfd failed");
+  }
+  ~EventQueue() { close(fd_); }
+  int fd() const { return fd_; }
+
+  void Push(Event event) {
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      was_empty = events_.empty();
+      events_.push_back(std::move(event));
+    }
+    if (was_empty) {
+      uint64_t one = 1;
+      ssize_t ignored = write(fd_, &one, sizeof(one));
+      (void)ignored;
+    }
+  }
+
+  std::vector<Event> Take() {
+    uint64_t count;
+    ssize_t ignored = read(fd_, &count, sizeof(count));
+    (void)ignored;
+    std::vector<Event> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    out.swap(events_);
+    return out;
+  }
+
+ private:
+  int fd_;
+  std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+class Reactor : public grpc::ServerGenericBidiReactor {
+ public:
+  Reactor(grpc::GenericCallbackServerContext* context, EventQueue* events, const std::string& stream_method)
+      : events_(events), state_(std::make_shared<CallState>()) {
+    state_->reactor = this;
+    state_->method = context->method();
+    state_->streaming = state_->method == stream_method;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      events_->Push({kMessage, state_, std::move(request_)});
+      request_ = grpc::ByteBuffer();
+      if (state_->streaming) StartRead(&request_);
+    } else if (state_->streaming) {  // the client closed its side of the stream
+      events_->Push({kHalfClose, state_, grpc::ByteBuffer()});
+    } else {  // a unary call without its message: answered here, Python never sees it
+      Finish(state_, grpc::Status(grpc::StatusCode::INTERNAL, "the request message is missing"));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->writing = false;
+    if (!ok) state_->pending.clear();
+    if (!state_->pending.empty()) {
+      state_->in_flight = std::move(state_->pending.front());
+      state_->pending.pop_front();
+      state_->writing = true;
+      lock.unlock();
+      StartWrite(&state_->in_flight);
+      return;
+    }
+    if (state_->finish_requested && !state_->finished) {
+      state_->finished = true;
+      grpc::Status status = state_->status;
+      lock.unlock();
+      grpc::ServerGenericBidiReactor::Finish(status);
+    }
+  }
+
+  void OnCancel() override {
+    events_->Push({kCancel, state_, grpc::ByteBuffer()});
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->pending.clear();
+    state_->finish_requested = true;
+    state_->status = grpc::Status::CANCELLED;
+    if (!state_->writing && !state_->finished) {
+      state_->finished = true;
+      lock.unlock();
+      grpc::ServerGenericBidiReactor::Finish(grpc::Status::CANCELLED);
+    }
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+  // Called with no lock held, from any thread.
+  static void Write(const std::shared_ptr<CallState>& state, grpc::ByteBuffer message) {
+    std::unique_lock<std::mutex> lock(state->mu);
+    if (state->finish_requested || state->reactor == nullptr) return;
+    if (state->writing) {
+      state->pending.push_back(std::move(message));
+      return;
+    }
+    state->writing = true;
+    state->in_flight = std::move(message);
+    Reactor* reactor = state->reactor;
+    lock.unlock();
+    reactor->StartWrite(&state->in_flight);
+  }
+
+  static void Finish(const std::shared_ptr<CallState>& state, grpc::Status status,
+                     grpc::ByteBuffer* last = nullptr) {
+    std::unique_lock<std::mutex> lock(state->mu);
+    if (state->finish_requested || state->reactor == nullptr) return;
+    state->finish_requested = true;
+    state->status = status;
+    Reactor* reactor = state->reactor;
+    if (state->writing) {  // the last message and the status follow the writes in flight
+      if (last != nullptr) state->pending.push_back(std::move(*last));
+      return;
+    }
+    state->finished = true;
+    if (last != nullptr) {
+      state->writing = true;
+      state->in_flight = std::move(*last);
+      lock.unlock();
+      reactor->StartWriteAndFinish(&state->in_flight, grpc::WriteOptions(), status);
+    } else {
+      lock.unlock();
+      reactor->grpc::ServerGenericBidiReactor::Finish(status);
+    }
+  }
+
+ private:
+  EventQueue* events_;
+  std::shared_ptr<CallState> state_;
+  grpc::ByteBuffer request_;
+};
+
+class Service : public grpc::CallbackGenericService {
+ public:
+  Service(EventQueue* events, std::string stream_method)
+      : events_(events), stream_method_(std::move(stream_method)) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
+    return new Reactor(context, events_, stream_method_);
+  }
+
+ private:
+  EventQueue* events_;
+  std::string stream_method_;
+};
+
+grpc::ByteBuffer ToByteBuffer(py::buffer data) {
+  py::buffer_info info = data.request();
+  grpc::Slice slice(info.ptr, static_cast<size_t>(info.size * info.itemsize));
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+py::bytes ToBytes(grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  buffer.Dump(&slices);
+  if (slices.size() == 1) {
+    return py::bytes(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+  }
+  PyObject* bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(buffer.Length()));
+  if (bytes == nullptr) throw py::error_already_set();
+  char* out = PyBytes_AS_STRING(bytes);
+  for (const grpc::Slice& slice : slices) {
+    std::memcpy(out, slice.begin(), slice.size());
+    out += slice.size();
+  }
+  return py::reinterpret_steal<py::bytes>(bytes);
+}
+
+class Call {
+ public:
+  explicit Call(std::shared_ptr<CallState> state) : state_(std::move(state)) {}
+  const std::string& method() const { return state_->method; }
+  void write(py::buffer message) { Reactor::Write(state_, ToByteBuffer(message)); }
+  void finish(int code, const std::string& message, py::object reply) {
+    grpc::Status status(static_cast<grpc::StatusCode>(code), message);
+    if (reply.is_none()) {
+      Reactor::Finish(state_, status);
+    } else {
+      grpc::ByteBuffer last = ToByteBuffer(reply.cast<py::buffer>());
+      Reactor::Finish(state_, status, &last);
+    }
+  }
+  bool operator==(const Call& other) const { return state_ == other.state_; }
+  size_t hash() const { return std::hash<CallState*>()(state_.get()); }
+
+ private:
+  std::shared_ptr<CallState> state_;
+};
+
+class Server {
+ public:
+  Server(const std::string& address, int max_message_bytes, const std::string& stream_method)
+      : service_(&events_, stream_method) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(&service_);
+    builder.SetMaxReceiveMessageSize(max_message_bytes);
+    builder.SetMaxSendMessageSize(max_message_bytes);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) throw std::runtime_error("cannot bind the gRPC port at " + address);
+  }
+
+  int port() const { return port_; }
+  int fd() const { return events_.fd(); }
+
+  py::list take_events() {
+    std::vector<Event> events = events_.Take();
+    py::list out;
+    for (Event& event : events) {
+      py::object payload = event.kind == kMessage ? py::object(ToBytes(event.payload)) : py::none();
+      out.append(py::make_tuple(static_cast<int>(event.kind), Call(event.call), payload));
+    }
+    return out;
+  }
+
+  // Stops accepting; calls still open after `grace_s` are cancelled. Blocks: call it off the
+  // event loop, which must keep answering the calls in flight.
+  void shutdown(double grace_s) {
+    py::gil_scoped_release release;
+    auto deadline = std::chrono::system_clock::now() +
+                    std::chrono::microseconds(static_cast<int64_t>(grace_s * 1e6));
+    server_->Shutdown(deadline);
+    server_->Wait();
+  }
+
+ private:
+  EventQueue events_;
+  Service service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "The gRPC transport of tritonctl serve (gRPC C++ callback API, generic service).";
+  m.attr("MESSAGE") = static_cast<int>(kMessage);
+  m.attr("HALF_CLOSE") = static_cast<int>(kHalfClose);
+  m.attr("CANCEL") = static_cast<int>(kCancel);
+  py::class_<Call>(m, "Call")
+      .def_property_readonly("method", &Call::method)
+      .def("write", &Call::write, "Queue one message of a streaming response.")
+      .def("finish", &Call::finish, py::arg("code"), py::arg("message"), py::arg("reply"),
+           "End the call with a status, after `reply` (bytes or None) and every queued write.")
+      .def("__eq__", &Call::operator==)
+      .def("__hash__", &Call::hash);
+  py::class_<Server>(m, "Server")
+      .def(py::init<const std::string&, int, const std::string&>(), py::arg("address"),
+           py::arg("max_message_bytes"), py::arg("stream_method"))
+      .def_property_readonly("port", &Server::port)
+      .def_property_readonly("fd", &Server::fd)
+      .def("take_events", &Server::take_events,
+           "The events since the last call: (kind, call, payload) tuples.")
+      .def("shutdown", &Server::shutdown, py::arg("grace_s"));
+}
