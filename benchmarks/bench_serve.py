@@ -319,10 +319,12 @@ class Server:
         self.http_port, self.grpc_port = free_port(), free_port()
         self.process: subprocess.Popen | None = None
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        if name == "tritonctl":
+        if name.startswith("tritonctl"):
+            transport = "aio" if name == "tritonctl-aio" else "auto"
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload)),
-                 "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1"],
+                 "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
+                 "--grpc-transport", transport],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
         elif name == "naive":
@@ -395,7 +397,7 @@ def measure(server: Server, protocol: str, payload: bytes, concurrency: int, sec
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
-    python_loop = server.name in ("tritonctl", "floor")
+    python_loop = server.name in ("tritonctl", "tritonctl-aio", "floor")
     loop_before = thread_cpu_seconds(server.pid) if python_loop else 0.0
     cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
     latencies = run_load(protocol, port, payload, concurrency, seconds)
@@ -446,9 +448,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
-    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "triton", "naive", "floor"],
+    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "tritonctl-aio", "triton", "naive", "floor"],
                         help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
-                             "embedder. floor: an empty grpc.aio handler (benchmarks/floor_server.py)")
+                             "embedder. tritonctl-aio: tritonctl with --grpc-transport aio. floor: an empty grpc.aio "
+                             "handler (benchmarks/floor_server.py)")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
     args = parser.parse_args()
     concurrencies = args.concurrency or ([1, 8, 32] if args.model == "mlp" else [4, 16, 32])
