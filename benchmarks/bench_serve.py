@@ -3,6 +3,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
 
     python benchmarks/bench_serve.py                       # mlp: tritonctl, real Triton, naive; gRPC + HTTP binary
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --servers tritonctl triton
+    python benchmarks/bench_serve.py --spinning --concurrency 1 32 --protocols grpc --servers tritonctl triton
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
 
 All servers run at once in their own processes (idle while another is measured) and every
@@ -95,9 +96,12 @@ class Workload:
     config: str  # tritonctl's config.pbtxt
 
 
-def mlp_workload(root: Path, delay_us: int) -> Workload:
+def mlp_workload(root: Path, delay_us: int, spinning: bool = False) -> Workload:
+    """``spinning``: onnxruntime's intra-op threads spin between runs, as in the anchor's
+    python_onnx_model (tritonctl's onnxruntime backend lets them sleep unless told)."""
     onnx_path = root / "mlp.onnx"
     build_mlp(onnx_path)
+    spin = '{ key: "session.intra_op.allow_spinning" value: { string_value: "1" } }, ' if spinning else ""
     config = f"""name: "mlp"
 backend: "onnxruntime"
 max_batch_size: 64
@@ -105,7 +109,7 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-parameters [ {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
+parameters [ {spin}{{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
 """
     row = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
     return Workload("mlp", onnx_path, {"INPUT0": row}, ["OUTPUT0"], config)
@@ -453,6 +457,8 @@ def main() -> None:
                              "embedder. tritonctl-aio: tritonctl with --grpc-transport aio. floor: an empty grpc.aio "
                              "handler (benchmarks/floor_server.py)")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
+    parser.add_argument("--spinning", action="store_true",
+                        help="mlp: let tritonctl's onnxruntime threads spin between runs, as the anchor's do")
     args = parser.parse_args()
     concurrencies = args.concurrency or ([1, 8, 32] if args.model == "mlp" else [4, 16, 32])
     servers = args.servers or (["tritonctl", "naive", "floor"] + (["triton"] if triton_available() else [])
@@ -461,7 +467,8 @@ def main() -> None:
         parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
 
     with tempfile.TemporaryDirectory() as tmp:
-        workload = mlp_workload(Path(tmp), args.delay_us) if args.model == "mlp" else embedder_workload(args.delay_us)
+        workload = (mlp_workload(Path(tmp), args.delay_us, args.spinning) if args.model == "mlp"
+                    else embedder_workload(args.delay_us))
         in_process = InProcess(workload)
         batches = (1, 64) if args.model == "mlp" else (1, 4, 16)
         print(f"in-process onnxruntime on {args.model} (default threads): "
