@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from tritonctl.analyzer.search import AnalyzeError, Candidate
@@ -163,6 +164,20 @@ class ProcessEngine(Engine):
                 raise AnalyzeError(f"cannot start {command[0]}: {exc}") from None
         return offset
 
+    def _start(self, command: list[str], url: Callable[[int], str | None], failure: str) -> None:
+        """Spawn ``command`` and poll ``url(log offset)`` until it gives the server's address."""
+        offset = self._spawn(command)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._exited(offset)
+            address = url(offset)
+            if address:
+                self.url = address
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise AnalyzeError(f"{failure} within {START_TIMEOUT_S:g} s; see {self.log_path}")
+
     def _log_tail(self, offset: int, lines: int = 15) -> str:
         try:
             with open(self.log_path, "rb") as log:
@@ -205,18 +220,12 @@ class SubprocessEngine(ProcessEngine):
         command = [sys.executable, "-m", "tritonctl", "serve", str(self.repository),
                    "--model-control-mode", "explicit", "--http-port", "-1" if grpc else "0",
                    "--grpc-port", "0" if grpc else "-1", "--metrics-port", "-1", "--exit-timeout-secs", "5"]
-        offset = self._spawn(command)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            self._exited(offset)
+
+        def url(offset: int) -> str | None:
             match = next(filter(None, map(SERVING_LINE.search, self._log_tail(offset, 50).splitlines())), None)
-            if match:
-                http, grpc_port = match.group(1), match.group(2)
-                self.url = f"127.0.0.1:{grpc_port if grpc else http}"
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise AnalyzeError(f"the bundled server did not start within {START_TIMEOUT_S:g} s; see {self.log_path}")
+            return f"127.0.0.1:{match.group(2) if grpc else match.group(1)}" if match else None
+
+        self._start(command, url, "the bundled server did not start")
 
     def describe(self) -> str:
         return "bundled server subprocess"
@@ -239,16 +248,13 @@ class TritonEngine(ProcessEngine):
                    f"--http-port={http}", f"--grpc-port={grpc}", f"--metrics-port={metrics}",
                    "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
                    *self.extra_args]
-        offset = self._spawn(command)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            self._exited(offset)
-            if _http_ok(f"http://127.0.0.1:{http}/v2/health/live"):
-                self.url = f"127.0.0.1:{grpc if self.protocol == 'grpc' else http}"
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise AnalyzeError(f"tritonserver did not become live within {START_TIMEOUT_S:g} s; see {self.log_path}")
+
+        def url(_offset: int) -> str | None:
+            if not _http_ok(f"http://127.0.0.1:{http}/v2/health/live"):
+                return None
+            return f"127.0.0.1:{grpc if self.protocol == 'grpc' else http}"
+
+        self._start(command, url, "tritonserver did not become live")
 
     def describe(self) -> str:
         return f"tritonserver ({self.binary})"
