@@ -324,11 +324,11 @@ class Server:
         self.process: subprocess.Popen | None = None
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         if name.startswith("tritonctl"):
-            transport = "aio" if name == "tritonctl-aio" else "auto"
+            python_transports = ["--grpc-transport", "aio", "--http-transport", "uvicorn"]
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload)),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
-                 "--grpc-transport", transport],
+                 *(python_transports if name == "tritonctl-py" else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
         elif name == "naive":
@@ -401,7 +401,7 @@ def measure(server: Server, protocol: str, payload: bytes, concurrency: int, sec
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
-    python_loop = server.name in ("tritonctl", "tritonctl-aio", "floor")
+    python_loop = server.name in ("tritonctl", "tritonctl-py", "floor")
     loop_before = thread_cpu_seconds(server.pid) if python_loop else 0.0
     cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
     latencies = run_load(protocol, port, payload, concurrency, seconds)
@@ -452,10 +452,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
-    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "tritonctl-aio", "triton", "naive", "floor"],
+    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "tritonctl-py", "triton", "naive", "floor"],
                         help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
-                             "embedder. tritonctl-aio: tritonctl with --grpc-transport aio. floor: an empty grpc.aio "
-                             "handler (benchmarks/floor_server.py)")
+                             "embedder. tritonctl-py: tritonctl over its Python transports (grpc.aio, uvicorn). "
+                             "floor: an empty grpc.aio handler (benchmarks/floor_server.py)")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
     parser.add_argument("--spinning", action="store_true",
                         help="mlp: let tritonctl's onnxruntime threads spin between runs, as the anchor's do")

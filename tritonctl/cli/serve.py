@@ -24,6 +24,12 @@ class GrpcTransport(str, enum.Enum):
     aio = "aio"
 
 
+class HttpTransport(str, enum.Enum):
+    auto = "auto"
+    native = "native"
+    uvicorn = "uvicorn"
+
+
 class LogFormat(str, enum.Enum):
     default = "default"
     ISO8601 = "ISO8601"
@@ -74,6 +80,9 @@ def serve(
     grpc_transport: GrpcTransport = typer.Option(GrpcTransport.auto, "--grpc-transport",
                                                  help="native: gRPC's C++ transport (built at install where "
                                                       "libgrpc++ is found); aio: grpc.aio; auto: native when built."),
+    http_transport: HttpTransport = typer.Option(HttpTransport.auto, "--http-transport",
+                                                 help="native: the C++ transport over libevent (built at install "
+                                                      "where libevent is found); uvicorn; auto: native when built."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
 ) -> None:
@@ -105,7 +114,7 @@ def serve(
         load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
         http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
-        grpc_transport=grpc_transport.value)
+        grpc_transport=grpc_transport.value, http_transport=http_transport.value)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,12 +1,10 @@
-"""Runs the whole server on one event loop: HTTP (uvicorn + httptools), gRPC (C++ transport or grpc.aio),
+"""Runs the whole server on one event loop: HTTP (C++ transport or uvicorn), gRPC (C++ transport or grpc.aio),
 metrics, repository polling, and a graceful stop that answers every in-flight request."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,34 +35,10 @@ class ServeOptions:
     cache_config: list[str] = field(default_factory=list)
     # gRPC transport: "native" (C++), "aio" (grpc.aio) or "auto" (native when built)
     grpc_transport: str = "auto"
+    # HTTP transport: "native" (C++, libevent), "uvicorn" or "auto" (native when built)
+    http_transport: str = "auto"
     # tritonserver's --trace-config values, e.g. ["triton,file=trace.json", "level=TIMESTAMPS", "rate=1"]
     trace_config: list[str] = field(default_factory=list)
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A bound TCP socket with TCP_NODELAY, so accepted connections never wait on Nagle (D.4)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _uvicorn_server(app, options: ServeOptions):
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self):  # the runtime owns SIGINT/SIGTERM handling
-            yield
-
-    config = uvicorn.Config(app, http="httptools", loop="none", lifespan="off", access_log=False, log_config=None,
-                            timeout_graceful_shutdown=int(max(options.exit_timeout_secs, 1)), server_header=False,
-                            date_header=False, timeout_keep_alive=30)
-    return Server(config)
 
 
 class ServerRuntime:
@@ -94,6 +68,9 @@ class ServerRuntime:
 
     async def serve(self) -> None:
         """Load the repository, serve until ``request_stop``, then drain and stop."""
+        from tritonctl.serve.grpc import start_front_end as start_grpc
+        from tritonctl.serve.http import UvicornFrontEnd
+        from tritonctl.serve.http import start_front_end as start_http
         from tritonctl.serve.http.app import HttpApp
         from tritonctl.serve.metrics import MetricsApp
 
@@ -101,40 +78,36 @@ class ServerRuntime:
         self._stop = asyncio.Event()
         opts = self.options
         await self._loop.run_in_executor(None, self.load_initial_models)
-        tasks: list[asyncio.Task] = []
-        uvicorn_servers = []
-        grpc_server = None
+        front_ends: list = []  # each with ``port`` and ``async stop(grace_s)``
+        poller: asyncio.Task | None = None
         try:
-            for port, app, attr in ((opts.http_port, HttpApp(self.server, opts.http_max_input_size), "http_port"),
-                                    (opts.metrics_port, MetricsApp(self.manager), "metrics_port")):
-                if port is None:
-                    continue
-                sock = listening_socket(opts.host, port)
-                setattr(self, attr, sock.getsockname()[1])
-                server = _uvicorn_server(app, opts)
-                uvicorn_servers.append(server)
-                tasks.append(asyncio.ensure_future(server.serve(sockets=[sock])))
+            if opts.http_port is not None:
+                http = await start_http(HttpApp(self.server, opts.http_max_input_size), opts.host, opts.http_port,
+                                        opts.http_transport, opts.exit_timeout_secs)
+                front_ends.append(http)
+                self.http_port = http.port
             if opts.grpc_port is not None:
-                from tritonctl.serve.grpc import start_front_end
-
-                grpc_server = await start_front_end(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport)
-                self.grpc_port = grpc_server.port
+                grpc = await start_grpc(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport)
+                front_ends.append(grpc)
+                self.grpc_port = grpc.port
+            if opts.metrics_port is not None:
+                metrics = UvicornFrontEnd(MetricsApp(self.manager), opts.host, opts.metrics_port,
+                                          opts.exit_timeout_secs)
+                front_ends.append(metrics)
+                await metrics.start()
+                self.metrics_port = metrics.port
             if opts.control_mode == "poll":
-                tasks.append(asyncio.ensure_future(self._poll()))
-            while uvicorn_servers and not all(s.started for s in uvicorn_servers):
-                if any(t.done() for t in tasks):
-                    raise RuntimeError("the HTTP server failed to start")
-                await asyncio.sleep(0.01)
+                poller = asyncio.ensure_future(self._poll())
         except BaseException as exc:
             self.startup_error = exc
             self.started.set()
-            await self._shutdown(uvicorn_servers, grpc_server, tasks)
+            await self._shutdown(front_ends, poller)
             raise
         log.info("serving %s: HTTP %s, gRPC %s, metrics %s", opts.repository, self.http_port, self.grpc_port,
                  self.metrics_port)
         self.started.set()
         await self._stop.wait()
-        await self._shutdown(uvicorn_servers, grpc_server, tasks)
+        await self._shutdown(front_ends, poller)
 
     async def _poll(self) -> None:
         loop = asyncio.get_running_loop()
@@ -142,20 +115,14 @@ class ServerRuntime:
             await asyncio.sleep(self.options.repository_poll_secs)
             await loop.run_in_executor(None, self.manager.poll)
 
-    async def _shutdown(self, uvicorn_servers, grpc_server, tasks) -> None:
+    async def _shutdown(self, front_ends: list, poller: asyncio.Task | None) -> None:
         """Stop accepting, let in-flight requests finish (up to --exit-timeout-secs), then stop models."""
         self.server.stopping = True
+        if poller is not None:
+            poller.cancel()
         timeout = self.options.exit_timeout_secs
-        for server in uvicorn_servers:
-            server.should_exit = True
-        waits = [t for t in tasks if not t.done()]
-        for task in tasks:
-            if task.get_coro().__name__ == "_poll":
-                task.cancel()
-        if grpc_server is not None:
-            waits.append(asyncio.ensure_future(grpc_server.stop(timeout)))
-        if waits:
-            await asyncio.wait(waits, timeout=timeout + 1)
+        if front_ends:
+            await asyncio.wait([asyncio.ensure_future(f.stop(timeout)) for f in front_ends], timeout=timeout + 1)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.manager.stop, 1.0)
         self.server.close()  # shared-memory regions released, buffered traces written

@@ -1,5 +1,5 @@
 """Every HTTP endpoint through the real tritonclient.http (and raw HTTP where the client
-cannot send what is tested)."""
+cannot send what is tested), over both transports: the C++ one (libevent) and uvicorn."""
 
 from __future__ import annotations
 
@@ -13,6 +13,22 @@ import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aiohttpclient
 from tritonclient.utils import InferenceServerException
+
+from serve_models import serving_repository
+from tritonctl.serve.http import native
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+
+@pytest.fixture(scope="module", params=["native", "uvicorn"])
+def served(request, tmp_path_factory):
+    if request.param == "native" and not native.available():
+        pytest.skip(f"the native HTTP transport is not built here: {native.UNAVAILABLE_REASON}")
+    repo = serving_repository(tmp_path_factory.mktemp("http") / "repo")
+    options = ServeOptions(repo, http_port=0, grpc_port=None, metrics_port=0, control_mode="explicit",
+                           load_models=["*"], exit_timeout_secs=5, http_max_input_size=1 << 20,
+                           http_transport=request.param)
+    with BackgroundServer(options) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +251,56 @@ def test_file_overrides_are_refused_not_ignored(client):
                           files={"file:1/model.onnx": b"\0"})
     assert caught.value.status() == "501" and "'file:'" in caught.value.message()
     assert client.is_model_ready("unloadable")
+
+
+def test_chunked_body_and_keep_alive(served):
+    header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 16}},
+                                    {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 16}}]}).encode()
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    host, port = served.http_url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        for _ in range(3):  # one connection, several requests, each body sent in chunks
+            conn.request("POST", "/v2/models/add_sub/infer", body=iter([header, x.tobytes(), x.tobytes()]),
+                         headers={"Inference-Header-Content-Length": str(len(header))}, encode_chunked=True)
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200
+            outputs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+            assert outputs == {"OUTPUT0": (x.ravel() * 2).tolist(), "OUTPUT1": [0.0] * 4}
+    finally:
+        conn.close()
+
+
+def test_a_body_over_the_limit_is_refused(served, client):
+    status, body, _ = raw(served, "POST", "/v2/models/add_sub/infer", b"x" * ((1 << 20) + 1),
+                          {"Inference-Header-Content-Length": "0"})
+    if served.runtime.options.http_transport == "native":  # refused before the body is buffered
+        assert status == 413 and b"Request Entity Too Large" in body
+    else:
+        assert status == 400 and "exceeds the maximum allowed value" in json.loads(body)["error"]
+    assert client.is_server_live()
+
+
+def test_a_taken_port_is_an_os_error(served):
+    from tritonctl.serve.http import start_front_end
+    from tritonctl.serve.http.app import HttpApp
+
+    host, port = served.http_url.split(":")
+    with pytest.raises(OSError):
+        asyncio.run(start_front_end(HttpApp(served.runtime.server), host, int(port),
+                                    served.runtime.options.http_transport))
+
+
+def test_transport_choice_is_checked(served, monkeypatch):
+    from tritonctl.serve.http import start_front_end
+    from tritonctl.serve.http.app import HttpApp
+
+    app = HttpApp(served.runtime.server)
+    with pytest.raises(ValueError, match="unknown HTTP transport 'h3'"):
+        asyncio.run(start_front_end(app, "127.0.0.1", 0, "h3"))
+    monkeypatch.setattr(native, "_native", None)  # as on a machine where it was not built
+    with pytest.raises(RuntimeError, match="native HTTP transport is not built"):
+        asyncio.run(start_front_end(app, "127.0.0.1", 0, "native"))

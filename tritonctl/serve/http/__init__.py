@@ -1,1 +1,80 @@
-"""KServe v2 HTTP/REST with Triton's extensions, as a plain ASGI application."""
+"""KServe v2 HTTP/REST with Triton's extensions (app.py), over the C++ transport (native.py)
+when it is built, else over uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+
+log = logging.getLogger("tritonctl.serve.http")
+
+TRANSPORTS = ("auto", "native", "uvicorn")
+
+
+async def start_front_end(app, host: str, port: int, transport: str = "auto", exit_timeout_s: float = 30.0):
+    """``app`` (an HttpApp) served on ``host:port`` and started. ``transport``: "native" (the C++
+    transport; an error where it is not built), "uvicorn" or "auto" (native when built). The
+    front end has ``port`` and ``async stop(grace_s)``."""
+    from tritonctl.serve.http import native
+
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown HTTP transport '{transport}': expected one of {', '.join(TRANSPORTS)}")
+    if transport == "native" and not native.available():
+        raise RuntimeError(f"the native HTTP transport is not built ({native.UNAVAILABLE_REASON}); install "
+                           "libevent (Debian: libevent-dev) and reinstall tritonctl, or use the uvicorn transport")
+    if transport == "uvicorn" or not native.available():
+        if transport == "auto":
+            log.info("HTTP over uvicorn: the native transport is not built (%s)", native.UNAVAILABLE_REASON)
+        front_end = UvicornFrontEnd(app, host, port, exit_timeout_s)
+    else:
+        front_end = native.NativeHttpFrontEnd(app, host, port)
+    await front_end.start()
+    return front_end
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket with TCP_NODELAY, so accepted connections never wait on Nagle (D.4)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class UvicornFrontEnd:
+    """An ASGI app (HttpApp, or the metrics app) on uvicorn with httptools, on the running loop."""
+
+    def __init__(self, app, host: str, port: int, exit_timeout_s: float):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # the server's runtime owns SIGINT/SIGTERM handling
+                yield
+
+        self._socket = listening_socket(host, port)
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(app, http="httptools", loop="none", lifespan="off", access_log=False,
+                                log_config=None, timeout_graceful_shutdown=int(max(exit_timeout_s, 1)),
+                                server_header=False, date_header=False, timeout_keep_alive=30)
+        self._server = Server(config)
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.ensure_future(self._server.serve(sockets=[self._socket]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # its error, if it raised one
+                raise RuntimeError("the HTTP server failed to start")
+            await asyncio.sleep(0.01)
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting; requests in flight get ``grace_s`` seconds to be answered."""
+        self._server.should_exit = True
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=grace_s + 1)

@@ -56,26 +56,14 @@ class HttpApp:
             return
         try:
             reply = await self.route(scope, receive)
-        except ServeError as exc:
-            reply = error_reply(exc)
-            if exc.message == "Unsupported compression type":
-                reply.headers = [*reply.headers, (b"accept-encoding", b"gzip, deflate")]
-        except Exception as exc:  # never let one request take the server down
-            log.exception("unhandled error for %s", scope.get("path"))
-            reply = Reply(500, error_body(f"internal server error: {exc}"))
+        except Exception as exc:
+            reply = failure_reply(exc, scope.get("path"))
         await self.send_reply(scope, send, reply)
 
     async def send_reply(self, scope, send, reply: Reply) -> None:
-        body = reply.body
-        if isinstance(body, list):
-            body = b"".join(body)
-        headers = list(reply.headers)
-        encoding = _accepted_encoding(scope) if body and reply.compressible else None
-        if encoding:
-            body = gzip.compress(body, 1) if encoding == b"gzip" else zlib.compress(body, 1)
-            headers.append((b"content-encoding", encoding))
-        headers.append((b"content-length", str(len(body)).encode()))
         trace = reply.trace
+        headers, body = wire_form(reply, scope["headers"])
+        headers.append((b"content-length", str(len(body)).encode()))
         if trace is not None:
             trace.capture("HTTP_SEND_START")
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
@@ -94,13 +82,15 @@ class HttpApp:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_input_size:
-                raise invalid_arg(f"request body of more than {self.max_input_size} bytes exceeds the maximum "
-                                  "allowed value; use --http-max-input-size to increase the limit")
+                raise _too_large(self.max_input_size)
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        encoding = _header(scope, b"content-encoding")
+        return self.decoded_body(scope["headers"], chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def decoded_body(self, headers: list, body: bytes) -> bytes:
+        """``body`` as sent, undone of its ``Content-Encoding``."""
+        encoding = header_value(headers, b"content-encoding")
         if encoding and encoding not in (b"identity",):
             body = _decompress(body, encoding, self.max_input_size)
         return body
@@ -186,16 +176,7 @@ class HttpApp:
         body = await self.read_body(scope, receive)
         if trace is not None:
             trace.capture("HTTP_RECV_END")
-        header = _header(scope, b"inference-header-content-length")
-        try:
-            header_length = int(header) if header is not None else None
-        except ValueError:
-            raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header") from None
-        if header_length == 0:
-            request, options = decode_raw_request(body, self.server.manager.get(name, version), version)
-        else:
-            request, options = decode_request(body, header_length, name, version, self.server.shm)
-        request.trace = trace
+        request, options = self.infer_request(name, version, scope["headers"], body, trace)
         future = self.server.infer_future(request, "HTTP end point")
         # receive() returns again only when the client disconnects: then the request is
         # marked cancelled, and the batcher drops it if it has not started running.
@@ -206,15 +187,21 @@ class HttpApp:
         finally:
             if not watcher.done():
                 watcher.cancel()
-        parts, header_length = encode_response(response, request, options)
-        if trace is not None:
-            trace.capture("INFER_RESPONSE_COMPLETE")
-            trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
-        if header_length is None:
-            return Reply(200, parts, JSON, compressible=True)
-        return Reply(200, parts, [(b"content-type", OCTET),
-                                  (b"inference-header-content-length", str(header_length).encode())],
-                     compressible=True)
+        return infer_reply(response, request, options, trace)
+
+    def infer_request(self, name: str, version: str, headers: list, body: bytes, trace):
+        """The InferRequest (and output options) of an infer call's decoded body."""
+        header = header_value(headers, b"inference-header-content-length")
+        try:
+            header_length = int(header) if header is not None else None
+        except ValueError:
+            raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header") from None
+        if header_length == 0:
+            request, options = decode_raw_request(body, self.server.manager.get(name, version), version)
+        else:
+            request, options = decode_request(body, header_length, name, version, self.server.shm)
+        request.trace = trace
+        return request, options
 
     async def repository(self, method: str, rest: list[str], scope, receive) -> Reply:
         if method != "POST":
@@ -290,20 +277,55 @@ class HttpApp:
         return json_reply(settings)
 
 
+def infer_reply(response, request, options, trace) -> Reply:
+    parts, header_length = encode_response(response, request, options)
+    if trace is not None:
+        trace.capture("INFER_RESPONSE_COMPLETE")
+        trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
+    if header_length is None:
+        return Reply(200, parts, JSON, compressible=True)
+    return Reply(200, parts, [(b"content-type", OCTET), (b"inference-header-content-length", str(header_length).encode())],
+                 compressible=True)
+
+
+def failure_reply(exc: Exception, path=None) -> Reply:
+    """The reply to a request that raised: Triton's status and ``{"error": ...}`` for a ServeError."""
+    if isinstance(exc, ServeError):
+        reply = error_reply(exc)
+        if exc.message == "Unsupported compression type":
+            reply.headers = [*reply.headers, (b"accept-encoding", b"gzip, deflate")]
+        return reply
+    log.error("unhandled error for %s", path, exc_info=exc)  # one request never takes the server down
+    return Reply(500, error_body(f"internal server error: {exc}"))
+
+
+def wire_form(reply: Reply, request_headers: list) -> tuple[list, bytes]:
+    """The reply's headers and body as sent, compressed when it may be and the client accepts it."""
+    body = reply.body
+    if isinstance(body, list):
+        body = b"".join(body)
+    headers = list(reply.headers)
+    encoding = _accepted_encoding(request_headers) if body and reply.compressible else None
+    if encoding:
+        body = gzip.compress(body, 1) if encoding == b"gzip" else zlib.compress(body, 1)
+        headers.append((b"content-encoding", encoding))
+    return headers, body
+
+
 def _mark_cancelled(task: asyncio.Future, request) -> None:
     if not task.cancelled() and task.exception() is None and task.result().get("type") == "http.disconnect":
         request.cancelled = True
 
 
-def _header(scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
+def header_value(headers: list, name: bytes) -> bytes | None:
+    for key, value in headers:
         if key == name:
             return value
     return None
 
 
-def _accepted_encoding(scope) -> bytes | None:
-    accept = _header(scope, b"accept-encoding")
+def _accepted_encoding(headers: list) -> bytes | None:
+    accept = header_value(headers, b"accept-encoding")
     if not accept:
         return None
     offered = [item.split(b";")[0].strip() for item in accept.split(b",")]
@@ -325,6 +347,10 @@ def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise invalid_arg(f"failed to decompress the request body ({encoding.decode()}): {exc}") from None
     if len(data) > limit:
-        raise invalid_arg(f"request body of more than {limit} bytes exceeds the maximum allowed value; use "
-                          "--http-max-input-size to increase the limit")
+        raise _too_large(limit)
     return data
+
+
+def _too_large(limit: int) -> ServeError:
+    return invalid_arg(f"request body of more than {limit} bytes exceeds the maximum allowed value; use "
+                       "--http-max-input-size to increase the limit")

@@ -1,0 +1,429 @@
+// The HTTP/1.1 transport of `tritonctl serve`, in C++ over libevent's evhttp (the library under
+// Triton's own HTTP front end): connections, parsing, keep-alive, chunked bodies and
+// `Expect: 100-continue` run on one thread of their own without the GIL, and Python sees whole
+// requests. Requests go into one queue whose eventfd the server's event loop watches, so a burst
+// of requests costs the loop one wake-up. A reply may be sent from any thread (Request.finish):
+// it is queued and written by the transport's thread. A client that closes its connection while
+// its request is in flight shows up as a CANCEL event, so the request can be dropped unrun.
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace {
+
+enum EventKind { kRequest = 0, kCancel = 1 };
+
+class Server;
+
+// One request. The transport's thread owns `req` and `watch`; Python reads the rest.
+struct RequestState {
+  Server* server = nullptr;      // for the transport's thread
+  std::weak_ptr<Server> owner;   // for Python, which may answer after the server is gone
+  evhttp_request* req = nullptr;  // null once answered, or once the server is gone
+  event* watch = nullptr;         // the client closing its connection while we work
+  std::string method;
+  std::string path;
+  std::string query;
+  std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+  evbuffer* body = nullptr;  // taken by Python once
+  bool finished = false;     // a reply was queued (guarded by the server's reply mutex)
+  ~RequestState() {
+    if (body != nullptr) evbuffer_free(body);
+  }
+};
+
+struct Event {
+  EventKind kind;
+  std::shared_ptr<RequestState> request;
+};
+
+struct Reply {
+  std::shared_ptr<RequestState> request;
+  int status;
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> headers;
+  evbuffer* body;
+};
+
+class EventQueue {
+ public:
+  EventQueue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("eventfd failed");
+  }
+  ~EventQueue() { close(fd_); }
+  int fd() const { return fd_; }
+
+  void Push(Event event) {
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      was_empty = events_.empty();
+      events_.push_back(std::move(event));
+    }
+    if (was_empty) {
+      uint64_t one = 1;
+      ssize_t ignored = write(fd_, &one, sizeof(one));
+      (void)ignored;
+    }
+  }
+
+  std::vector<Event> Take() {
+    uint64_t count;
+    ssize_t ignored = read(fd_, &count, sizeof(count));
+    (void)ignored;
+    std::vector<Event> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    out.swap(events_);
+    return out;
+  }
+
+ private:
+  int fd_;
+  std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+std::string Lower(const char* text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+const char* MethodName(evhttp_cmd_type command) {
+  switch (command) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+  }
+  return "UNKNOWN";
+}
+
+class Server : public std::enable_shared_from_this<Server> {
+ public:
+  Server(const std::string& host, int port, int64_t max_body_bytes) {
+    static std::once_flag threads_ready;
+    std::call_once(threads_ready, [] { evthread_use_pthreads(); });
+    base_ = event_base_new();
+    http_ = base_ == nullptr ? nullptr : evhttp_new(base_);
+    if (http_ == nullptr) {
+      Free();
+      throw std::runtime_error("cannot create the HTTP server");
+    }
+    evhttp_set_max_body_size(http_, max_body_bytes);
+    // A body over the limit is read to its end before the 413 goes out, so the client sees it.
+    evhttp_set_flags(http_, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                          EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_timeout(http_, 30);  // idle keep-alive connections, as uvicorn's default
+    evhttp_set_default_content_type(http_, nullptr);  // a reply without a body has no type
+    evhttp_set_gencb(http_, &Server::OnRequest, this);
+    socket_ = evhttp_bind_socket_with_handle(http_, host.c_str(), static_cast<uint16_t>(port));
+    if (socket_ == nullptr) {
+      Free();
+      throw std::runtime_error("cannot bind the HTTP port at " + host + ":" + std::to_string(port));
+    }
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    getsockname(evhttp_bound_socket_get_fd(socket_), reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    wake_ = event_new(base_, -1, EV_PERSIST, &Server::OnWake, this);
+    event_add(wake_, nullptr);
+    thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+  }
+
+  ~Server() {
+    Stop(0.0);
+  }
+
+  int port() const { return port_; }
+  int fd() const { return events_.fd(); }
+  EventQueue& events() { return events_; }
+
+  // From any thread: queue the reply; the transport's thread writes it.
+  void Send(Reply reply) {
+    {
+      std::lock_guard<std::mutex> lock(reply_mu_);
+      if (reply.request->finished || stopped_) {
+        evbuffer_free(reply.body);
+        return;
+      }
+      reply.request->finished = true;
+      replies_.push_back(std::move(reply));
+    }
+    event_active(wake_, EV_READ, 0);
+  }
+
+  // Stops accepting; waits up to `grace_s` for the requests in flight to be answered, then
+  // closes every connection. Blocks: call it off the event loop, which must keep answering.
+  void Stop(double grace_s) {
+    if (!thread_.joinable()) return;
+    event_base_once(base_, -1, EV_TIMEOUT, &Server::OnStopAccepting, this, nullptr);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::microseconds(static_cast<int64_t>(grace_s * 1e6));
+    {
+      std::unique_lock<std::mutex> lock(reply_mu_);
+      drained_.wait_until(lock, deadline, [this] { return answered_ == received_ && replies_.empty(); });
+      stopped_ = true;
+      for (Reply& reply : replies_) evbuffer_free(reply.body);
+      replies_.clear();
+    }
+    event_base_loopbreak(base_);
+    thread_.join();
+    for (auto& entry : in_flight_) {  // never answered: evhttp_free closes their connections
+      if (entry.second->watch != nullptr) event_free(entry.second->watch);
+      entry.second->watch = nullptr;
+      entry.second->req = nullptr;
+    }
+    in_flight_.clear();
+    Free();
+  }
+
+ private:
+  void Free() {
+    if (wake_ != nullptr) event_free(wake_);
+    if (http_ != nullptr) evhttp_free(http_);
+    if (base_ != nullptr) event_base_free(base_);
+    wake_ = nullptr;
+    http_ = nullptr;
+    base_ = nullptr;
+  }
+
+  static void OnStopAccepting(evutil_socket_t, short, void* arg) {
+    auto* self = static_cast<Server*>(arg);
+    if (self->socket_ != nullptr) evhttp_del_accept_socket(self->http_, self->socket_);
+    self->socket_ = nullptr;
+  }
+
+  static void OnRequest(evhttp_request* req, void* arg) {
+    auto* self = static_cast<Server*>(arg);
+    auto state = std::make_shared<RequestState>();
+    state->server = self;
+    state->owner = self->weak_from_this();
+    state->req = req;
+    state->method = MethodName(evhttp_request_get_command(req));
+    const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
+    const char* path = uri == nullptr ? nullptr : evhttp_uri_get_path(uri);
+    const char* query = uri == nullptr ? nullptr : evhttp_uri_get_query(uri);
+    state->path = path != nullptr && *path != '\0' ? path : "/";
+    state->query = query != nullptr ? query : "";
+    evkeyvalq* headers = evhttp_request_get_input_headers(req);
+    for (evkeyval* header = headers->tqh_first; header != nullptr; header = header->next.tqe_next) {
+      state->headers.emplace_back(Lower(header->key), header->value);
+    }
+    state->body = evbuffer_new();
+    evbuffer_add_buffer(state->body, evhttp_request_get_input_buffer(req));  // moves, no copy
+    // Watch the connection for the client going away while the request is in flight.
+    evhttp_connection* connection = evhttp_request_get_connection(req);
+    bufferevent* stream = connection == nullptr ? nullptr : evhttp_connection_get_bufferevent(connection);
+    evutil_socket_t socket = stream == nullptr ? -1 : bufferevent_getfd(stream);
+    if (socket >= 0) {
+      state->watch = event_new(self->base_, socket, EV_CLOSED, &Server::OnClosed, state.get());
+      event_add(state->watch, nullptr);
+    }
+    self->in_flight_.emplace(state.get(), state);
+    {
+      std::lock_guard<std::mutex> lock(self->reply_mu_);
+      ++self->received_;
+    }
+    self->events_.Push({kRequest, std::move(state)});
+  }
+
+  static void OnClosed(evutil_socket_t, short, void* arg) {
+    auto* state = static_cast<RequestState*>(arg);
+    Server* self = state->server;
+    auto found = self->in_flight_.find(state);
+    if (found == self->in_flight_.end()) return;
+    event_free(state->watch);
+    state->watch = nullptr;
+    self->events_.Push({kCancel, found->second});
+  }
+
+  static void OnWake(evutil_socket_t, short, void* arg) {
+    auto* self = static_cast<Server*>(arg);
+    std::vector<Reply> replies;
+    {
+      std::lock_guard<std::mutex> lock(self->reply_mu_);
+      replies.swap(self->replies_);
+    }
+    for (Reply& reply : replies) {
+      RequestState* state = reply.request.get();
+      if (state->watch != nullptr) event_free(state->watch);
+      state->watch = nullptr;
+      if (state->req != nullptr) {
+        evkeyvalq* out = evhttp_request_get_output_headers(state->req);
+        for (auto& header : reply.headers) evhttp_add_header(out, header.first.c_str(), header.second.c_str());
+        // A request whose connection is already gone is freed by evhttp here.
+        evhttp_send_reply(state->req, reply.status, reply.reason.c_str(), reply.body);
+        state->req = nullptr;
+      }
+      evbuffer_free(reply.body);
+      self->in_flight_.erase(state);
+    }
+    std::lock_guard<std::mutex> lock(self->reply_mu_);
+    self->answered_ += replies.size();
+    if (self->answered_ == self->received_) self->drained_.notify_all();
+  }
+
+  event_base* base_ = nullptr;
+  evhttp* http_ = nullptr;
+  evhttp_bound_socket* socket_ = nullptr;
+  event* wake_ = nullptr;
+  int port_ = 0;
+  std::thread thread_;
+  EventQueue events_;
+  std::unordered_map<RequestState*, std::shared_ptr<RequestState>> in_flight_;  // transport's thread only
+  std::mutex reply_mu_;
+  std::condition_variable drained_;
+  std::vector<Reply> replies_;
+  uint64_t received_ = 0;
+  uint64_t answered_ = 0;
+  bool stopped_ = false;
+};
+
+std::string ToString(py::handle value) {
+  if (PyBytes_Check(value.ptr())) return std::string(py::reinterpret_borrow<py::bytes>(value));
+  return py::cast<std::string>(value);
+}
+
+class Request {
+ public:
+  explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+  const std::string& method() const { return state_->method; }
+  const std::string& path() const { return state_->path; }
+  py::bytes query() const { return py::bytes(state_->query); }
+  py::list headers() const {
+    py::list out;
+    for (auto& header : state_->headers) out.append(py::make_tuple(py::bytes(header.first), py::bytes(header.second)));
+    return out;
+  }
+  // The body, once: later calls give b"".
+  py::bytes take_body() {
+    evbuffer* body = state_->body;
+    if (body == nullptr) return py::bytes();
+    state_->body = nullptr;
+    size_t length = evbuffer_get_length(body);
+    PyObject* bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(length));
+    if (bytes == nullptr) {
+      evbuffer_free(body);
+      throw py::error_already_set();
+    }
+    evbuffer_remove(body, PyBytes_AS_STRING(bytes), length);
+    evbuffer_free(body);
+    return py::reinterpret_steal<py::bytes>(bytes);
+  }
+  // Answer the request, from any thread: `headers` as (name, value) pairs, `body` bytes or a list
+  // of buffers sent one after the other. Only the first answer counts.
+  void finish(int status, const std::string& reason, py::iterable headers, py::object body) {
+    Reply reply{state_, status, reason, {}, evbuffer_new()};
+    for (py::handle pair : headers) {
+      py::tuple item = py::reinterpret_borrow<py::tuple>(pair);
+      reply.headers.emplace_back(ToString(item[0]), ToString(item[1]));
+    }
+    std::vector<py::buffer_info> parts;
+    if (py::isinstance<py::list>(body) || py::isinstance<py::tuple>(body)) {
+      for (py::handle part : body) parts.push_back(py::reinterpret_borrow<py::buffer>(part).request());
+    } else {
+      parts.push_back(body.cast<py::buffer>().request());
+    }
+    {
+      py::gil_scoped_release release;
+      for (py::buffer_info& part : parts) {
+        evbuffer_add(reply.body, part.ptr, static_cast<size_t>(part.size * part.itemsize));
+      }
+    }
+    if (std::shared_ptr<Server> server = state_->owner.lock()) {
+      server->Send(std::move(reply));
+    } else {
+      evbuffer_free(reply.body);
+    }
+  }
+  bool operator==(const Request& other) const { return state_ == other.state_; }
+  size_t hash() const { return std::hash<RequestState*>()(state_.get()); }
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+class PyServer {
+ public:
+  PyServer(const std::string& host, int port, int64_t max_body_bytes)
+      : server_(std::make_shared<Server>(host, port, max_body_bytes)) {}
+  ~PyServer() {
+    py::gil_scoped_release release;
+    server_.reset();
+  }
+  int port() const { return server_->port(); }
+  int fd() const { return server_->fd(); }
+  py::list take_events() {
+    std::vector<Event> events = server_->events().Take();
+    py::list out;
+    for (Event& event : events) {
+      out.append(py::make_tuple(static_cast<int>(event.kind), Request(std::move(event.request))));
+    }
+    return out;
+  }
+  void shutdown(double grace_s) {
+    py::gil_scoped_release release;
+    server_->Stop(grace_s);
+  }
+
+ private:
+  std::shared_ptr<Server> server_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "The HTTP/1.1 transport of tritonctl serve (libevent's evhttp on a thread of its own).";
+  m.attr("REQUEST") = static_cast<int>(kRequest);
+  m.attr("CANCEL") = static_cast<int>(kCancel);
+  py::class_<Request>(m, "Request")
+      .def_property_readonly("method", &Request::method)
+      .def_property_readonly("path", &Request::path)
+      .def_property_readonly("query", &Request::query)
+      .def_property_readonly("headers", &Request::headers, "(name, value) pairs of bytes, names in lower case")
+      .def("take_body", &Request::take_body, "The request body (bytes), once.")
+      .def("finish", &Request::finish, py::arg("status"), py::arg("reason"), py::arg("headers"), py::arg("body"),
+           "Send the reply (from any thread); only the first reply of a request is sent.")
+      .def("__eq__", &Request::operator==)
+      .def("__hash__", &Request::hash);
+  py::class_<PyServer>(m, "Server")
+      .def(py::init<const std::string&, int, int64_t>(), py::arg("host"), py::arg("port"),
+           py::arg("max_body_bytes"))
+      .def_property_readonly("port", &PyServer::port)
+      .def_property_readonly("fd", &PyServer::fd)
+      .def("take_events", &PyServer::take_events, "The events since the last call: (kind, request) tuples.")
+      .def("shutdown", &PyServer::shutdown, py::arg("grace_s"),
+           "Stop accepting, wait up to grace_s for the requests in flight, close everything.");
+}
