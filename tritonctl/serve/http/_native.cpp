@@ -356,12 +356,15 @@ class Request {
     } else {
       parts.push_back(body.cast<py::buffer>().request());
     }
-    {
-      py::gil_scoped_release release;
-      for (py::buffer_info& part : parts) {
-        evbuffer_add(reply.body, part.ptr, static_cast<size_t>(part.size * part.itemsize));
-      }
+    size_t length = 0;
+    for (py::buffer_info& part : parts) length += static_cast<size_t>(part.size * part.itemsize);
+    // Copying a small body is cheaper than handing the GIL over and waiting to get it back.
+    std::unique_ptr<py::gil_scoped_release> release;
+    if (length > (1u << 20)) release = std::make_unique<py::gil_scoped_release>();
+    for (py::buffer_info& part : parts) {
+      evbuffer_add(reply.body, part.ptr, static_cast<size_t>(part.size * part.itemsize));
     }
+    release.reset();
     if (std::shared_ptr<Server> server = state_->owner.lock()) {
       server->Send(std::move(reply));
     } else {
