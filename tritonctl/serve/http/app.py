@@ -63,6 +63,8 @@ class HttpApp:
     async def send_reply(self, scope, send, reply: Reply) -> None:
         trace = reply.trace
         headers, body = wire_form(reply, scope["headers"])
+        if isinstance(body, list):
+            body = b"".join(body)
         headers.append((b"content-length", str(len(body)).encode()))
         if trace is not None:
             trace.capture("HTTP_SEND_START")
@@ -284,8 +286,8 @@ def infer_reply(response, request, options, trace) -> Reply:
         trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
     if header_length is None:
         return Reply(200, parts, JSON, compressible=True)
-    return Reply(200, parts, [(b"content-type", OCTET), (b"inference-header-content-length", str(header_length).encode())],
-                 compressible=True)
+    headers = [(b"content-type", OCTET), (b"inference-header-content-length", str(header_length).encode())]
+    return Reply(200, parts, headers, compressible=True)
 
 
 def failure_reply(exc: Exception, path=None) -> Reply:
@@ -299,15 +301,15 @@ def failure_reply(exc: Exception, path=None) -> Reply:
     return Reply(500, error_body(f"internal server error: {exc}"))
 
 
-def wire_form(reply: Reply, request_headers: list) -> tuple[list, bytes]:
-    """The reply's headers and body as sent, compressed when it may be and the client accepts it."""
+def wire_form(reply: Reply, request_headers: list) -> tuple[list, bytes | list]:
+    """The reply's headers and body as sent (bytes, or a list of buffers sent one after the
+    other), compressed when it may be and the client accepts it."""
     body = reply.body
-    if isinstance(body, list):
-        body = b"".join(body)
     headers = list(reply.headers)
     encoding = _accepted_encoding(request_headers) if body and reply.compressible else None
     if encoding:
-        body = gzip.compress(body, 1) if encoding == b"gzip" else zlib.compress(body, 1)
+        data = b"".join(body) if isinstance(body, list) else body
+        body = gzip.compress(data, 1) if encoding == b"gzip" else zlib.compress(data, 1)
         headers.append((b"content-encoding", encoding))
     return headers, body
 

@@ -128,12 +128,13 @@ class NativeHttpFrontEnd:
     def _answer(self, http, headers, request, options, trace, response, error) -> None:
         """``request.complete``, on a model instance's thread (the transport is thread-safe)."""
         self.running.pop(http, None)
-        try:
-            if error is not None:
-                raise error
-            reply = infer_reply(response, request, options, trace)
-        except Exception as exc:  # the request's error, or an output that does not fit its region
-            reply = failure_reply(exc, http.path)
+        if error is not None:
+            reply = failure_reply(error, http.path)
+        else:
+            try:
+                reply = infer_reply(response, request, options, trace)
+            except Exception as exc:  # an output that does not fit its shared-memory region, or a bug
+                reply = failure_reply(exc, http.path)
         reply.trace = trace
         _send(http, reply, headers)
 
