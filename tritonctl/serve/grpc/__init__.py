@@ -28,6 +28,6 @@ async def start_front_end(server, address: str, transport: str = "auto"):
             log.info("gRPC over grpc.aio: the native transport is not built (%s)", native.UNAVAILABLE_REASON)
         front_end = AioFrontEnd(server, address)
     else:
-        front_end = native.NativeFrontEnd(server, address)
+        front_end = native.NativeGrpcFrontEnd(server, address)
     await front_end.start()
     return front_end

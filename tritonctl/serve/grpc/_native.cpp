@@ -3,10 +3,7 @@
 // whole messages. Every method arrives through one generic service (raw bytes in, raw bytes
 // out); events (a message, the client's half-close, a cancellation) go into one queue whose
 // eventfd the server's event loop watches, so a burst of calls costs the loop one wake-up.
-// Python answers through Call.write / Call.finish, from the event-loop thread.
-
-#include <sys/eventfd.h>
-#include <unistd.h>
+// Python answers through Call.write / Call.finish, from any thread.
 
 #include <chrono>
 #include <cstring>
@@ -21,6 +18,8 @@
 #include <grpcpp/grpcpp.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include "event_queue.h"
 
 namespace py = pybind11;
 
@@ -51,47 +50,9 @@ struct Event {
   grpc::ByteBuffer payload;
 };
 
-class EventQueue {
- public:
-  EventQueue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (fd_ < 0) throw std::runtime_error("eventfd failed");
-  }
-  ~EventQueue() { close(fd_); }
-  int fd() const { return fd_; }
-
-  void Push(Event event) {
-    bool was_empty;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      was_empty = events_.empty();
-      events_.push_back(std::move(event));
-    }
-    if (was_empty) {
-      uint64_t one = 1;
-      ssize_t ignored = write(fd_, &one, sizeof(one));
-      (void)ignored;
-    }
-  }
-
-  std::vector<Event> Take() {
-    uint64_t count;
-    ssize_t ignored = read(fd_, &count, sizeof(count));
-    (void)ignored;
-    std::vector<Event> out;
-    std::lock_guard<std::mutex> lock(mu_);
-    out.swap(events_);
-    return out;
-  }
-
- private:
-  int fd_;
-  std::mutex mu_;
-  std::vector<Event> events_;
-};
-
 class Reactor : public grpc::ServerGenericBidiReactor {
  public:
-  Reactor(grpc::GenericCallbackServerContext* context, EventQueue* events, const std::string& stream_method)
+  Reactor(grpc::GenericCallbackServerContext* context, EventQueue<Event>* events, const std::string& stream_method)
       : events_(events), state_(std::make_shared<CallState>()) {
     state_->reactor = this;
     state_->method = context->method();
@@ -191,21 +152,21 @@ class Reactor : public grpc::ServerGenericBidiReactor {
   }
 
  private:
-  EventQueue* events_;
+  EventQueue<Event>* events_;
   std::shared_ptr<CallState> state_;
   grpc::ByteBuffer request_;
 };
 
 class Service : public grpc::CallbackGenericService {
  public:
-  Service(EventQueue* events, std::string stream_method)
+  Service(EventQueue<Event>* events, std::string stream_method)
       : events_(events), stream_method_(std::move(stream_method)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
     return new Reactor(context, events_, stream_method_);
   }
 
  private:
-  EventQueue* events_;
+  EventQueue<Event>* events_;
   std::string stream_method_;
 };
 
@@ -290,7 +251,7 @@ class Server {
   }
 
  private:
-  EventQueue events_;
+  EventQueue<Event> events_;
   Service service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;

@@ -22,6 +22,7 @@ from tritonctl.serve.core.errors import ServeError, internal
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.grpc.service import MAX_MESSAGE, InferenceService, health_status, send_ended
 from tritonctl.serve.grpc.stream import StreamSession
+from tritonctl.serve.native_front_end import NativeFrontEnd
 
 try:
     from tritonctl.serve.grpc import _native
@@ -66,29 +67,16 @@ def _status(error: ServeError) -> int:
     return grpc.StatusCode[error.status.grpc_code_name].value[0]
 
 
-class NativeFrontEnd:
-    """``inference.GRPCInferenceService`` and ``grpc.health.v1.Health/Check`` on ``address``."""
+class NativeGrpcFrontEnd(NativeFrontEnd):
+    """``inference.GRPCInferenceService`` and ``grpc.health.v1.Health/Check`` on ``address``;
+    calls still open when ``stop``'s grace ends are cancelled."""
 
     def __init__(self, server: InferenceServer, address: str):
+        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM))
         self.server = server
         self.service = InferenceService(server)
-        try:
-            self.transport = _native.Server(address, MAX_MESSAGE, STREAM)
-        except RuntimeError as exc:  # the port is taken or the address is not one of this host
-            raise OSError(str(exc)) from None
-        self.port: int = self.transport.port
         self.unary = _unary_methods(self.service)
         self.open: dict = {}  # call -> what to stop when the client goes: request, task or stream
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(self.transport.fd, self._on_events)
-
-    async def stop(self, grace_s: float) -> None:
-        """Stop accepting; calls in flight get ``grace_s`` seconds to finish, then are cancelled."""
-        await self._loop.run_in_executor(None, self.transport.shutdown, grace_s)
-        self._loop.remove_reader(self.transport.fd)
 
     def _on_events(self) -> None:
         for kind, call, payload in self.transport.take_events():
@@ -192,7 +180,7 @@ class _Stream:
     """One ModelStreamInfer call: messages from the transport feed a StreamSession, whose
     responses go back as they come."""
 
-    def __init__(self, front: NativeFrontEnd, call):
+    def __init__(self, front: NativeGrpcFrontEnd, call):
         self.front = front
         self.call = call
         self.inbox: asyncio.Queue = asyncio.Queue()  # request payloads; None once the client closed

@@ -12,8 +12,8 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +28,8 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include "event_queue.h"
 
 namespace py = pybind11;
 
@@ -65,44 +67,6 @@ struct Reply {
   std::string reason;
   std::vector<std::pair<std::string, std::string>> headers;
   evbuffer* body;
-};
-
-class EventQueue {
- public:
-  EventQueue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (fd_ < 0) throw std::runtime_error("eventfd failed");
-  }
-  ~EventQueue() { close(fd_); }
-  int fd() const { return fd_; }
-
-  void Push(Event event) {
-    bool was_empty;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      was_empty = events_.empty();
-      events_.push_back(std::move(event));
-    }
-    if (was_empty) {
-      uint64_t one = 1;
-      ssize_t ignored = write(fd_, &one, sizeof(one));
-      (void)ignored;
-    }
-  }
-
-  std::vector<Event> Take() {
-    uint64_t count;
-    ssize_t ignored = read(fd_, &count, sizeof(count));
-    (void)ignored;
-    std::vector<Event> out;
-    std::lock_guard<std::mutex> lock(mu_);
-    out.swap(events_);
-    return out;
-  }
-
- private:
-  int fd_;
-  std::mutex mu_;
-  std::vector<Event> events_;
 };
 
 std::string Lower(const char* text) {
@@ -168,7 +132,7 @@ class Server : public std::enable_shared_from_this<Server> {
 
   int port() const { return port_; }
   int fd() const { return events_.fd(); }
-  EventQueue& events() { return events_; }
+  EventQueue<Event>& events() { return events_; }
 
   // From any thread: queue the reply; the transport's thread writes it.
   void Send(Reply reply) {
@@ -301,7 +265,7 @@ class Server : public std::enable_shared_from_this<Server> {
   event* wake_ = nullptr;
   int port_ = 0;
   std::thread thread_;
-  EventQueue events_;
+  EventQueue<Event> events_;
   std::unordered_map<RequestState*, std::shared_ptr<RequestState>> in_flight_;  // transport's thread only
   std::mutex reply_mu_;
   std::condition_variable drained_;

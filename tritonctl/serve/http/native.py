@@ -17,6 +17,7 @@ from http import HTTPStatus
 from urllib.parse import unquote
 
 from tritonctl.serve.http.app import HttpApp, Reply, failure_reply, infer_reply, wire_form
+from tritonctl.serve.native_front_end import NativeFrontEnd
 
 try:
     from tritonctl.serve.http import _native
@@ -49,27 +50,13 @@ def infer_target(method: str, path: str) -> tuple[str, str] | None:
     return None
 
 
-class NativeHttpFrontEnd:
+class NativeHttpFrontEnd(NativeFrontEnd):
     """``app`` on ``host:port`` (0: any free port)."""
 
     def __init__(self, app: HttpApp, host: str, port: int):
+        super().__init__(lambda: _native.Server(host, port, app.max_input_size))
         self.app = app
-        try:
-            self.transport = _native.Server(host, port, app.max_input_size)
-        except RuntimeError as exc:  # the port is taken or the address is not one of this host
-            raise OSError(str(exc)) from None
-        self.port: int = self.transport.port
         self.running: dict = {}  # http request -> its InferRequest, until answered
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(self.transport.fd, self._on_events)
-
-    async def stop(self, grace_s: float) -> None:
-        """Stop accepting; requests in flight get ``grace_s`` seconds to be answered."""
-        await self._loop.run_in_executor(None, self.transport.shutdown, grace_s)
-        self._loop.remove_reader(self.transport.fd)
 
     def _on_events(self) -> None:
         for kind, http in self.transport.take_events():
