@@ -105,12 +105,17 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
 
 
 async def _wait(event: asyncio.Event, timeout_s: float, state) -> None:
+    # Not asyncio.wait_for: on Python 3.10 and 3.11 it swallows a cancellation (Ctrl-C) that lands
+    # as the event is set, and the sweep would go on as if nothing had been pressed.
+    waiter = asyncio.ensure_future(event.wait())
     try:
-        await asyncio.wait_for(event.wait(), timeout_s)
-    except asyncio.TimeoutError:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout_s)
+    finally:
+        waiter.cancel()
+    if not done:
         detail = f" (first error: {state.first_error})" if state.first_error else ""
         raise PerfError(f"no progress for {timeout_s:g} s: only {len(state.completions)} requests "
-                        f"completed{detail}") from None
+                        f"completed{detail}")
 
 
 def _level_warnings(level: LevelResult, label: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tritonctl.analyzer.loadgen import LoadGenerator
+from tritonctl.analyzer.loadgen import LoadGenerator, LoadState
 
 
 def test_concurrency_keeps_n_in_flight_and_drains_on_stop():
@@ -46,3 +46,23 @@ def test_request_rate_sends_at_the_rate_and_records_failures():
         assert 50 <= state.sent <= 130, state.sent
         assert sum(not c.ok for c in state.completions) == state.sent // 2
         assert state.first_error == "model said no"
+
+
+def test_ctrl_c_is_never_swallowed_by_the_wait_for_progress():
+    """A cancellation (asyncio.run's answer to Ctrl-C) that lands as the awaited count is reached
+    must still end the sweep; asyncio.wait_for on Python 3.10/3.11 drops it in that case."""
+    from tritonctl.analyzer.perf import _wait
+
+    async def cancelled_as_the_event_is_set() -> bool:
+        event = asyncio.Event()
+        task = asyncio.ensure_future(_wait(event, 10, LoadState()))
+        await asyncio.sleep(0)
+        event.set()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(cancelled_as_the_event_is_set())
