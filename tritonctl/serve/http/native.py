@@ -11,7 +11,6 @@ Built when ``pip install`` finds libevent (``pkg-config libevent_pthreads``, Deb
 from __future__ import annotations
 
 import asyncio
-import logging
 from functools import partial
 from http import HTTPStatus
 from urllib.parse import unquote
@@ -26,8 +25,6 @@ except ImportError as exc:  # not built: no libevent where the package was insta
     UNAVAILABLE_REASON = str(exc)
 else:
     UNAVAILABLE_REASON = ""
-
-log = logging.getLogger("tritonctl.serve.http")
 
 REASONS = {status.value: status.phrase for status in HTTPStatus}
 
