@@ -7,7 +7,10 @@ output directory. Ctrl-C ends the search where it is; what was measured is kept 
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,8 +114,9 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
     interrupted, failure = False, None
     try:
-        engine.start()
-        (run_smart if options.strategy == "smart" else run_exhaustive)(search)
+        with _noting_ctrl_c():
+            engine.start()
+            (run_smart if options.strategy == "smart" else run_exhaustive)(search)
     except KeyboardInterrupt:
         interrupted = True
         search.decide("interrupted: stopped on Ctrl-C; the measurements so far are kept")
@@ -147,6 +151,30 @@ def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
             "client_batch_size": 1}
 
 
+CTRL_C = threading.Event()  # set once Ctrl-C was pressed during the current run
+
+
+@contextmanager
+def _noting_ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt as usual and is also noted, so that the next point stops
+    the run even if the exception was swallowed on its way up; this also keeps asyncio.run from
+    turning Ctrl-C into a cancellation that a library awaiting inside a measurement may absorb."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    CTRL_C.clear()
+
+    def interrupted(signum, frame):
+        CTRL_C.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Runner:
     """Evaluates one candidate: its concurrency sweep, each point from the checkpoint or measured."""
 
@@ -172,6 +200,8 @@ class _Runner:
         return result
 
     def _point(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
+        if CTRL_C.is_set():  # pressed, but swallowed on its way up (inside a client library)
+            raise KeyboardInterrupt
         recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, concurrency)
         if recorded is not None:
             self.reused += 1
