@@ -188,10 +188,23 @@ class ProcessEngine(Engine):
         return "\n".join(text.splitlines()[-lines:])
 
     def apply(self, model: str, candidate: Candidate) -> None:
+        self._raise_if_exited()
+        try:
+            super().apply(model, candidate)
+        except AnalyzeError:
+            # A server that cannot be reached may be one that is dying: then that is the news.
+            if self.process is not None:
+                try:
+                    self.process.wait(2)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._raise_if_exited()
+            raise
+
+    def _raise_if_exited(self) -> None:
         if self.process is not None and self.process.poll() is not None:
             raise AnalyzeError(f"the {self.describe()} exited (status {self.process.returncode}); its log "
                                f"({self.log_path}) ends with:\n{self._log_tail(0)}")
-        super().apply(model, candidate)
 
     def _exited(self, offset: int) -> None:
         if self.process is not None and self.process.poll() is not None:
