@@ -148,8 +148,9 @@ class Server : public std::enable_shared_from_this<Server> {
     event_active(wake_, EV_READ, 0);
   }
 
-  // Stops accepting; waits up to `grace_s` for the requests in flight to be answered, then
-  // closes every connection. Blocks: call it off the event loop, which must keep answering.
+  // Stops accepting; waits up to `grace_s` for the requests in flight to be answered and their
+  // replies written out, then closes every connection. Blocks: call it off the event loop,
+  // which must keep answering.
   void Stop(double grace_s) {
     if (!thread_.joinable()) return;
     event_base_once(base_, -1, EV_TIMEOUT, &Server::OnStopAccepting, this, nullptr);
@@ -240,23 +241,34 @@ class Server : public std::enable_shared_from_this<Server> {
       std::lock_guard<std::mutex> lock(self->reply_mu_);
       replies.swap(self->replies_);
     }
+    uint64_t answered = 0;  // replies with no connection left to write them to
     for (Reply& reply : replies) {
       RequestState* state = reply.request.get();
       if (state->watch != nullptr) event_free(state->watch);
       state->watch = nullptr;
-      if (state->req != nullptr) {
+      if (state->req != nullptr && evhttp_request_get_connection(state->req) != nullptr) {
         evkeyvalq* out = evhttp_request_get_output_headers(state->req);
         for (auto& header : reply.headers) evhttp_add_header(out, header.first.c_str(), header.second.c_str());
-        // A request whose connection is already gone is freed by evhttp here.
+        // Counted as answered once written out (OnSent), so a stop never cuts a reply short.
+        evhttp_request_set_on_complete_cb(state->req, &Server::OnSent, self);
         evhttp_send_reply(state->req, reply.status, reply.reason.c_str(), reply.body);
-        state->req = nullptr;
+      } else {
+        if (state->req != nullptr) evhttp_send_reply(state->req, reply.status, nullptr, nullptr);  // frees it
+        ++answered;
       }
+      state->req = nullptr;
       evbuffer_free(reply.body);
       self->in_flight_.erase(state);
     }
-    std::lock_guard<std::mutex> lock(self->reply_mu_);
-    self->answered_ += replies.size();
-    if (self->answered_ == self->received_) self->drained_.notify_all();
+    if (answered != 0) self->Answered(answered);
+  }
+
+  static void OnSent(evhttp_request*, void* arg) { static_cast<Server*>(arg)->Answered(1); }
+
+  void Answered(uint64_t count) {
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    answered_ += count;
+    if (answered_ == received_) drained_.notify_all();
   }
 
   event_base* base_ = nullptr;
