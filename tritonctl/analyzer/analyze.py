@@ -159,10 +159,10 @@ def _noting_ctrl_c():
     """Ctrl-C raises KeyboardInterrupt as usual and is also noted, so that the next point stops
     the run even if the exception was swallowed on its way up; this also keeps asyncio.run from
     turning Ctrl-C into a cancellation that a library awaiting inside a measurement may absorb."""
-    if threading.current_thread() is not threading.main_thread():
+    CTRL_C.clear()
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
-    CTRL_C.clear()
 
     def interrupted(signum, frame):
         CTRL_C.set()
