@@ -1,10 +1,32 @@
-"""What the front ends over the C++ transports (gRPC and HTTP) share: the transport, which
-binds when it is made, and its event file descriptor, watched by the server's event loop."""
+"""What the front ends over the C++ transports (gRPC and HTTP) share: the choice between the
+C++ transport and the Python one, the transport, which binds when it is made, and its event
+file descriptor, watched by the server's event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from types import ModuleType
 from typing import Callable
+
+log = logging.getLogger("tritonctl.serve")
+
+
+def use_native(protocol: str, transport: str, fallback: str, native: ModuleType, library: str) -> bool:
+    """Whether ``transport`` ("auto", "native" or ``fallback``, the Python transport) means the
+    C++ one, given whether ``native`` (the front-end module, with ``available()`` and
+    ``UNAVAILABLE_REASON``) was built; ``library`` says what to install where it was not."""
+    choices = ("auto", "native", fallback)
+    if transport not in choices:
+        raise ValueError(f"unknown {protocol} transport '{transport}': expected one of {', '.join(choices)}")
+    if native.available():
+        return transport != fallback
+    if transport == "native":
+        raise RuntimeError(f"the native {protocol} transport is not built ({native.UNAVAILABLE_REASON}); install "
+                           f"{library} and reinstall tritonctl, or use the {fallback} transport")
+    if transport == "auto":
+        log.info("%s over %s: the native transport is not built (%s)", protocol, fallback, native.UNAVAILABLE_REASON)
+    return False
 
 
 class NativeFrontEnd:

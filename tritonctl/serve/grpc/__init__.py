@@ -3,12 +3,6 @@ transport (native.py) when it is built, else over grpc.aio (service.py)."""
 
 from __future__ import annotations
 
-import logging
-
-log = logging.getLogger("tritonctl.serve.grpc")
-
-TRANSPORTS = ("auto", "native", "aio")
-
 
 async def start_front_end(server, address: str, transport: str = "auto"):
     """The gRPC front end of ``server``, bound to ``address`` and started. ``transport``: "native"
@@ -16,18 +10,11 @@ async def start_front_end(server, address: str, transport: str = "auto"):
     built). The front end has ``port`` and ``async stop(grace_s)``."""
     from tritonctl.serve.grpc import native
     from tritonctl.serve.grpc.service import AioFrontEnd
+    from tritonctl.serve.native_front_end import use_native
 
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown gRPC transport '{transport}': expected one of {', '.join(TRANSPORTS)}")
-    if transport == "native" and not native.available():
-        raise RuntimeError(f"the native gRPC transport is not built ({native.UNAVAILABLE_REASON}); install "
-                           "gRPC's C++ library (Debian: libgrpc++-dev) and reinstall tritonctl, or use the aio "
-                           "transport")
-    if transport == "aio" or not native.available():
-        if transport == "auto":
-            log.info("gRPC over grpc.aio: the native transport is not built (%s)", native.UNAVAILABLE_REASON)
-        front_end = AioFrontEnd(server, address)
-    else:
+    if use_native("gRPC", transport, "aio", native, "gRPC's C++ library (Debian: libgrpc++-dev)"):
         front_end = native.NativeGrpcFrontEnd(server, address)
+    else:
+        front_end = AioFrontEnd(server, address)
     await front_end.start()
     return front_end

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
-
-log = logging.getLogger("tritonctl.serve.http")
-
-TRANSPORTS = ("auto", "native", "uvicorn")
 
 
 async def start_front_end(app, host: str, port: int, transport: str = "auto", exit_timeout_s: float = 30.0):
@@ -18,18 +13,12 @@ async def start_front_end(app, host: str, port: int, transport: str = "auto", ex
     transport; an error where it is not built), "uvicorn" or "auto" (native when built). The
     front end has ``port`` and ``async stop(grace_s)``."""
     from tritonctl.serve.http import native
+    from tritonctl.serve.native_front_end import use_native
 
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown HTTP transport '{transport}': expected one of {', '.join(TRANSPORTS)}")
-    if transport == "native" and not native.available():
-        raise RuntimeError(f"the native HTTP transport is not built ({native.UNAVAILABLE_REASON}); install "
-                           "libevent (Debian: libevent-dev) and reinstall tritonctl, or use the uvicorn transport")
-    if transport == "uvicorn" or not native.available():
-        if transport == "auto":
-            log.info("HTTP over uvicorn: the native transport is not built (%s)", native.UNAVAILABLE_REASON)
-        front_end = UvicornFrontEnd(app, host, port, exit_timeout_s)
-    else:
+    if use_native("HTTP", transport, "uvicorn", native, "libevent (Debian: libevent-dev)"):
         front_end = native.NativeHttpFrontEnd(app, host, port)
+    else:
+        front_end = UvicornFrontEnd(app, host, port, exit_timeout_s)
     await front_end.start()
     return front_end
 
