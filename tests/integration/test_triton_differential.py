@@ -120,8 +120,10 @@ def _load_round(server: TritonServer, members: list[CorpusCase]) -> dict[str, Lo
         server.restart()  # the other loads running beside the hung one may have timed out for nothing
     later = [case for case in members if case.id not in results or results[case.id].hung]
     for case in sorted(later, key=lambda c: _may_hang(c, repository)):
-        results[case.id] = _load_and_unload(server, case)
-        if results[case.id].hung:
+        for _attempt in range(2):  # a hang may be the server's, not the config's: once more on a fresh one
+            results[case.id] = _load_and_unload(server, case)
+            if not results[case.id].hung:
+                break
             server.restart()
     return results
 
