@@ -201,3 +201,27 @@ def test_transport_choice_is_checked(served, monkeypatch):
     monkeypatch.setattr(native, "_native", None)  # as on a machine where it was not built
     with pytest.raises(RuntimeError, match="native gRPC transport is not built"):
         asyncio.run(start_front_end(served.runtime.server, "127.0.0.1:0", "native"))
+
+
+def test_a_lone_infer_is_answered_while_the_event_loop_is_busy(served, client):
+    # the C++ transport hands a ModelInfer that nothing else waits beside straight to the model
+    # queue from gRPC's thread; the next ones, sent while it is unanswered, go through the loop
+    if served.runtime.options.grpc_transport != "native":
+        pytest.skip("grpc.aio serves every call on the event loop")
+    import threading
+    import time
+
+    a = np.arange(4, dtype=np.float32).reshape(1, 4)
+    busy = threading.Event()
+    served.runtime._loop.call_soon_threadsafe(lambda: (busy.set(), time.sleep(2)))
+    assert busy.wait(5)
+    start = time.monotonic()
+    result = client.infer("add_sub", add_sub_inputs(a, a))
+    assert time.monotonic() - start < 1.5 and np.array_equal(result.as_numpy("OUTPUT0"), a * 2)
+    with grpcclient.InferenceServerClient(served.grpc_url) as other:  # queued behind the lone one
+        outcomes: queue.Queue = queue.Queue()
+        for client_ in (client, other):
+            client_.async_infer("add_sub", add_sub_inputs(a, a + 1), lambda result, error: outcomes.put((result, error)))
+        for _ in range(2):
+            result, error = outcomes.get(timeout=10)
+            assert error is None and np.array_equal(result.as_numpy("OUTPUT1"), -np.ones((1, 4), np.float32))

@@ -2,7 +2,9 @@
 message framing run on gRPC's threads without the GIL, and the event loop sees whole request
 messages in bursts, through one file descriptor. The methods themselves are the ones of
 ``service.InferenceService``; ModelInfer, the hot path, is answered by the thread that
-finishes the request, with no coroutine per call and no hop back through the loop.
+finishes the request, with no coroutine per call and no hop back through the loop. A ModelInfer
+message that arrives while no other is unanswered skips the loop on the way in as well: the
+gRPC thread that read it decodes and queues it (``_infer`` runs on either thread).
 
 Built when ``pip install`` finds gRPC's C++ library (``pkg-config grpc++``, Debian's
 ``libgrpc++-dev``); without it ``available()`` is False and the server uses grpc.aio.
@@ -72,11 +74,19 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
     calls still open when ``stop``'s grace ends are cancelled."""
 
     def __init__(self, server: InferenceServer, address: str):
-        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM))
+        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER))
         self.server = server
         self.service = InferenceService(server)
         self.unary = _unary_methods(self.service)
         self.open: dict = {}  # call -> what to stop when the client goes: request, task or stream
+
+    async def start(self) -> None:
+        await super().start()
+        self.transport.set_inline_handler(self._infer)
+
+    async def stop(self, grace_s: float) -> None:
+        self.transport.set_inline_handler(None)
+        await super().stop(grace_s)
 
     def _on_events(self) -> None:
         for kind, call, payload in self.transport.take_events():
@@ -133,6 +143,9 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             # costs a thread wake-up, which at low load is a good part of the latency.
             request.complete = partial(self._answer, call, request, trace)
             self.open[call] = request
+            if call.cancelled:  # the client went while this ran on a gRPC thread; the loop may have missed it
+                self.open.pop(call, None)
+                return
             self.server.submit(request, "ModelInfer RPC")
         except ServeError as exc:
             self.open.pop(call, None)
