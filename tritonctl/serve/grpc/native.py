@@ -140,7 +140,7 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
         try:
             request = self.service.decode(message, trace)
             # Answered from the thread that finishes the request: a hop through the event loop
-            # costs a thread wake-up, which at low load is a good part of the latency.
+            # costs a thread wake-up per request.
             request.complete = partial(self._answer, call, request, trace)
             self.open[call] = request
             if call.cancelled:  # the client went while this ran on a gRPC thread; the loop may have missed it
