@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import threading
+import time
 
 import grpc
 import numpy as np
@@ -208,9 +210,6 @@ def test_a_lone_infer_is_answered_while_the_event_loop_is_busy(served, client):
     # queue from gRPC's thread; the next ones, sent while it is unanswered, go through the loop
     if served.runtime.options.grpc_transport != "native":
         pytest.skip("grpc.aio serves every call on the event loop")
-    import threading
-    import time
-
     a = np.arange(4, dtype=np.float32).reshape(1, 4)
     busy = threading.Event()
     served.runtime._loop.call_soon_threadsafe(lambda: (busy.set(), time.sleep(2)))

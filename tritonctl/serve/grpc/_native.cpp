@@ -122,21 +122,19 @@ class Reactor : public grpc::ServerGenericBidiReactor {
   }
 
   void OnCancel() override {
+    bool finish_now;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->cancelled = true;  // before the event: see Call.cancelled
+      state_->Answered();
+      state_->pending.clear();
+      state_->finish_requested = true;
+      state_->status = grpc::Status::CANCELLED;
+      finish_now = !state_->writing && !state_->finished;
+      if (finish_now) state_->finished = true;
     }
     events_->Push({kCancel, state_, grpc::ByteBuffer()});
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->Answered();
-    state_->pending.clear();
-    state_->finish_requested = true;
-    state_->status = grpc::Status::CANCELLED;
-    if (!state_->writing && !state_->finished) {
-      state_->finished = true;
-      lock.unlock();
-      grpc::ServerGenericBidiReactor::Finish(grpc::Status::CANCELLED);
-    }
+    if (finish_now) grpc::ServerGenericBidiReactor::Finish(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -310,7 +308,7 @@ class Server {
 
   // `handler(call, payload)`, or None to send every message through the queue.
   void set_inline_handler(py::object handler) {
-    py::object old;
+    py::object old;  // dropped after the lock is let go
     {
       std::lock_guard<std::mutex> lock(inline_path_.mu);
       old = std::move(inline_path_.handler);
