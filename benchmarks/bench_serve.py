@@ -3,7 +3,8 @@ server and the in-process onnxruntime speed limit, with one load generator for e
 
     python benchmarks/bench_serve.py                       # mlp: tritonctl, real Triton, naive; gRPC + HTTP binary
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --servers tritonctl triton
-    python benchmarks/bench_serve.py --spinning --concurrency 1 32 --protocols grpc --servers tritonctl triton
+    python benchmarks/bench_serve.py --concurrency 1 32 --protocols grpc --servers tritonctl tritonctl-spin triton
+    python benchmarks/bench_serve.py --keep-cpus-awake --concurrency 1 --protocols grpc --servers tritonctl triton
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
 
 All servers run at once in their own processes (idle while another is measured) and every
@@ -96,12 +97,9 @@ class Workload:
     config: str  # tritonctl's config.pbtxt
 
 
-def mlp_workload(root: Path, delay_us: int, spinning: bool = False) -> Workload:
-    """``spinning``: onnxruntime's intra-op threads spin between runs, as in the anchor's
-    python_onnx_model (tritonctl's onnxruntime backend lets them sleep unless told)."""
+def mlp_workload(root: Path, delay_us: int) -> Workload:
     onnx_path = root / "mlp.onnx"
     build_mlp(onnx_path)
-    spin = '{ key: "session.intra_op.allow_spinning" value: { string_value: "1" } }, ' if spinning else ""
     config = f"""name: "mlp"
 backend: "onnxruntime"
 max_batch_size: 64
@@ -109,7 +107,7 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-parameters [ {spin}{{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
+parameters [ {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
 """
     row = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
     return Workload("mlp", onnx_path, {"INPUT0": row}, ["OUTPUT0"], config)
@@ -131,11 +129,18 @@ instance_group [ {{ count: 1 kind: KIND_CPU }} ]
     return Workload("embedder", embedder_onnx(), request, ["last_hidden_state"], config)
 
 
-def write_repository(root: Path, workload: Workload) -> Path:
+def spinning(config: str) -> str:
+    """``config`` with onnxruntime's intra-op threads spinning between runs, as in the anchor's
+    python_onnx_model (tritonctl's onnxruntime backend lets them sleep unless told)."""
+    return config.replace("parameters [ ", 'parameters [ { key: "session.intra_op.allow_spinning" '
+                                           'value: { string_value: "1" } }, ', 1)
+
+
+def write_repository(root: Path, workload: Workload, config: str | None = None) -> Path:
     model_dir = root / workload.name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(workload.onnx, model_dir / "1" / "model.onnx")
-    (model_dir / "config.pbtxt").write_text(workload.config)
+    (model_dir / "config.pbtxt").write_text(config or workload.config)
     return root
 
 
@@ -325,8 +330,9 @@ class Server:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         if name.startswith("tritonctl"):
             python_transports = ["--grpc-transport", "aio", "--http-transport", "uvicorn"]
+            config = spinning(workload.config) if name == "tritonctl-spin" else workload.config
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload)),
+                [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload, config)),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
                  *(python_transports if name == "tritonctl-py" else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -396,12 +402,32 @@ class Point:
     loop_us: float | None  # the event-loop thread of tritonctl and of the floor server
 
 
+class AwakeCpus:
+    """One busy loop per CPU at SCHED_IDLE priority, which runs only when nothing else wants the
+    CPU: no virtual CPU halts while a point is measured, so no server waits for a halted one to
+    wake (a spinning thread, like the anchor's onnxruntime threads, does that for its own process)."""
+
+    LOOP = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True:\n    pass\n"
+
+    def __enter__(self) -> "AwakeCpus":
+        self.loops = [subprocess.Popen([sys.executable, "-c", self.LOOP]) for _ in range(os.cpu_count() or 1)]
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for loop in self.loops:
+            loop.kill()
+            loop.wait()
+
+
 def measure(server: Server, protocol: str, payload: bytes, concurrency: int, seconds: float,
-            warmup: float) -> Point:
+            warmup: float, keep_cpus_awake: bool = False) -> Point:
+    if keep_cpus_awake:
+        with AwakeCpus():
+            return measure(server, protocol, payload, concurrency, seconds, warmup)
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
-    python_loop = server.name in ("tritonctl", "tritonctl-py", "floor")
+    python_loop = server.name.startswith("tritonctl") or server.name == "floor"
     loop_before = thread_cpu_seconds(server.pid) if python_loop else 0.0
     cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
     latencies = run_load(protocol, port, payload, concurrency, seconds)
@@ -452,22 +478,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
-    parser.add_argument("--servers", nargs="+", choices=["tritonctl", "tritonctl-py", "triton", "naive", "floor"],
+    parser.add_argument("--servers", nargs="+",
+                        choices=["tritonctl", "tritonctl-py", "tritonctl-spin", "triton", "naive", "floor"],
                         help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
                              "embedder. tritonctl-py: tritonctl over its Python transports (grpc.aio, uvicorn). "
+                             "tritonctl-spin (mlp): its onnxruntime threads spin between runs, as the anchor's do. "
                              "floor: an empty grpc.aio handler (benchmarks/floor_server.py)")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
-    parser.add_argument("--spinning", action="store_true",
-                        help="mlp: let tritonctl's onnxruntime threads spin between runs, as the anchor's do")
+    parser.add_argument("--keep-cpus-awake", action="store_true",
+                        help="while measuring, a busy loop at idle priority on every CPU (see AwakeCpus), "
+                             "for every server alike")
     args = parser.parse_args()
     concurrencies = args.concurrency or ([1, 8, 32] if args.model == "mlp" else [4, 16, 32])
     servers = args.servers or (["tritonctl", "naive", "floor"] + (["triton"] if triton_available() else [])
                                if args.model == "mlp" else ["tritonctl"])
     if "triton" in servers and args.model != "mlp":
         parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
+    if "tritonctl-spin" in servers and args.model != "mlp":
+        parser.error("tritonctl-spin serves only mlp")
 
     with tempfile.TemporaryDirectory() as tmp:
-        workload = (mlp_workload(Path(tmp), args.delay_us, args.spinning) if args.model == "mlp"
+        workload = (mlp_workload(Path(tmp), args.delay_us) if args.model == "mlp"
                     else embedder_workload(args.delay_us))
         in_process = InProcess(workload)
         batches = (1, 64) if args.model == "mlp" else (1, 4, 16)
@@ -494,7 +525,7 @@ def main() -> None:
                         for server in started:
                             if server.port(protocol):
                                 runs[server.name].append(measure(server, protocol, payloads[protocol], concurrency,
-                                                                 args.duration, args.warmup))
+                                                                 args.duration, args.warmup, args.keep_cpus_awake))
                     for name, points in runs.items():
                         results[(name, protocol, concurrency)] = median_point(points)
                         print(row(name, protocol, concurrency, results[(name, protocol, concurrency)], points),
