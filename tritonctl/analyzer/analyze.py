@@ -152,6 +152,7 @@ def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
 
 
 CTRL_C = threading.Event()  # set once Ctrl-C was pressed during the current run
+_HOLD_CTRL_C = threading.Event()  # set inside ``_whole``: Ctrl-C takes effect at the block's end
 
 
 @contextmanager
@@ -166,13 +167,26 @@ def _noting_ctrl_c():
 
     def interrupted(signum, frame):
         CTRL_C.set()
-        raise KeyboardInterrupt
+        if not _HOLD_CTRL_C.is_set():
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _whole():
+    """Ctrl-C pressed inside the block takes effect at its end, so the block runs whole."""
+    _HOLD_CTRL_C.set()
+    try:
+        yield
+    finally:
+        _HOLD_CTRL_C.clear()
+    if CTRL_C.is_set():
+        raise KeyboardInterrupt
 
 
 class _Runner:
@@ -208,10 +222,11 @@ class _Runner:
             self.reporter.point(recorded, True)
             return recorded
         point = self._measure(candidate, concurrency, stage)
-        self.checkpoint.record(point)
-        self.measured += 1
-        self.any_ok = self.any_ok or point.ok
-        self.reporter.point(point, False)
+        with _whole():  # the checkpoint file and the tables written at the end keep the same points
+            self.checkpoint.record(point)
+            self.measured += 1
+            self.any_ok = self.any_ok or point.ok
+            self.reporter.point(point, False)
         return point
 
     def _measure(self, candidate: Candidate, concurrency: int, stage: str) -> Point:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -112,3 +114,19 @@ def test_a_line_cut_off_by_a_kill_is_dropped(tmp_path):
     resumed.record(Point("c", "h", Knobs(8), False, 1, "explore", throughput=6.0, p99_ms=1.0))
     resumed.close()
     assert [p.config_id for p in read(path)[1]] == ["a", "c"]  # the file is valid JSON lines again
+
+
+def test_ctrl_c_while_a_point_is_recorded_waits_for_the_record():
+    """Ctrl-C between writing a point to the checkpoint and keeping it for the tables would make
+    the two disagree: inside ``_whole`` it takes effect once the block is done."""
+    from tritonctl.analyzer.analyze import _noting_ctrl_c, _whole
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with _noting_ctrl_c(), _whole():
+            steps.append("written")
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs between bytecodes, within these
+                pass
+            steps.append("kept")
+    assert steps == ["written", "kept"]
