@@ -34,7 +34,16 @@ def run_perf(options: PerfOptions, progress: Callable[[str], None] | None = None
     return asyncio.run(_run(options, progress or (lambda _message: None)))
 
 
+def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """A Ctrl-C that lands inside a task of the HTTP or gRPC client leaves that task holding the
+    KeyboardInterrupt, and asyncio would print it with a traceback once the task is collected;
+    the interrupt is already on its way to the user, so only other errors are reported."""
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
+
+
 async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfResult:
+    asyncio.get_running_loop().set_exception_handler(_quiet_about_interrupts)
     async with PerfClient(options.url, options.protocol, options.request_timeout_s) as client:
         info = await client.model_info(options.model, options.model_version)
         shapes = request_shapes(info, options.batch_size, options.shapes)

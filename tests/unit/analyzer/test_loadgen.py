@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+
+import pytest
 
 from tritonctl.analyzer.loadgen import LoadGenerator, LoadState
 
@@ -66,3 +69,27 @@ def test_ctrl_c_is_never_swallowed_by_the_wait_for_progress():
         return False
 
     assert asyncio.run(cancelled_as_the_event_is_set())
+
+
+def test_ctrl_c_inside_a_client_task_is_not_printed_again(caplog):
+    """Ctrl-C can land inside a task of the HTTP client: the interrupt goes up to the user once,
+    with no 'Task exception was never retrieved' traceback after it; other errors still show."""
+    from tritonctl.analyzer.perf import _quiet_about_interrupts
+
+    async def client_task(error: BaseException):
+        await asyncio.sleep(0)
+        raise error
+
+    async def measurement(error: BaseException):
+        asyncio.get_running_loop().set_exception_handler(_quiet_about_interrupts)
+        asyncio.get_running_loop().create_task(client_task(error))
+        await asyncio.sleep(0.5)
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(measurement(KeyboardInterrupt()))
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+
+    asyncio.run(measurement(RuntimeError("connection reset")))
+    gc.collect()
+    assert "never retrieved" in caplog.text and "connection reset" in caplog.text
