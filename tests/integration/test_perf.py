@@ -89,9 +89,11 @@ def test_unknown_model_and_unreachable_server(server):
 
 
 def test_cli_writes_csv_and_json(server, tmp_path, capsys):
+    # A wide stability band: this test is about the files, and 120 ms windows on a busy machine
+    # can miss a tighter one (the stability rule has tests of its own).
     csv_path, json_path = tmp_path / "out.csv", tmp_path / "out.json"
     code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", f"http://{server.http_url}",
-                         "--concurrency-range", "1:2", "-p", "120", "-s", "50", "-r", "5",
+                         "--concurrency-range", "1:2", "-p", "120", "-s", "500", "-r", "5",
                          "--csv", str(csv_path), "--json", str(json_path))
     assert code == 0, err
     assert "Conc" in out and "p99" in out and "Stable" in out
@@ -103,7 +105,7 @@ def test_cli_writes_csv_and_json(server, tmp_path, capsys):
     assert document["total_requests_sent"] == document["server_requests_total"]
 
     code, out, _ = cli(capsys, "perf", "-m", "add_sub", "-u", server.grpc_url, "-i", "grpc",
-                       "--request-rate-range", "100", "-p", "150", "-s", "80", "-r", "4", "--json", "-")
+                       "--request-rate-range", "100", "-p", "150", "-s", "500", "-r", "4", "--json", "-")
     assert json.loads(out)["levels"][0]["request_rate"] == 100
 
 
