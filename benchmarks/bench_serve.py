@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -136,11 +137,11 @@ def spinning(config: str) -> str:
                                            'value: { string_value: "1" } }, ', 1)
 
 
-def write_repository(root: Path, workload: Workload, config: str | None = None) -> Path:
+def write_repository(root: Path, workload: Workload, config: str) -> Path:
     model_dir = root / workload.name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(workload.onnx, model_dir / "1" / "model.onnx")
-    (model_dir / "config.pbtxt").write_text(config or workload.config)
+    (model_dir / "config.pbtxt").write_text(config)
     return root
 
 
@@ -420,10 +421,7 @@ class AwakeCpus:
 
 
 def measure(server: Server, protocol: str, payload: bytes, concurrency: int, seconds: float,
-            warmup: float, keep_cpus_awake: bool = False) -> Point:
-    if keep_cpus_awake:
-        with AwakeCpus():
-            return measure(server, protocol, payload, concurrency, seconds, warmup)
+            warmup: float) -> Point:
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
@@ -524,8 +522,10 @@ def main() -> None:
                             limits.append(in_process.rows_per_second(max(batches), args.duration))
                         for server in started:
                             if server.port(protocol):
-                                runs[server.name].append(measure(server, protocol, payloads[protocol], concurrency,
-                                                                 args.duration, args.warmup, args.keep_cpus_awake))
+                                with AwakeCpus() if args.keep_cpus_awake else contextlib.nullcontext():
+                                    point = measure(server, protocol, payloads[protocol], concurrency, args.duration,
+                                                    args.warmup)
+                                runs[server.name].append(point)
                     for name, points in runs.items():
                         results[(name, protocol, concurrency)] = median_point(points)
                         print(row(name, protocol, concurrency, results[(name, protocol, concurrency)], points),

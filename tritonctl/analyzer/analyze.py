@@ -152,7 +152,7 @@ def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
 
 
 CTRL_C = threading.Event()  # set once Ctrl-C was pressed during the current run
-_HOLD_CTRL_C = threading.Event()  # set inside ``_whole``: Ctrl-C takes effect at the block's end
+_HOLD_CTRL_C = threading.Event()  # set inside ``_ctrl_c_deferred``: Ctrl-C waits for its end
 
 
 @contextmanager
@@ -178,7 +178,7 @@ def _noting_ctrl_c():
 
 
 @contextmanager
-def _whole():
+def _ctrl_c_deferred():
     """Ctrl-C pressed inside the block takes effect at its end, so the block runs whole."""
     _HOLD_CTRL_C.set()
     try:
@@ -222,7 +222,7 @@ class _Runner:
             self.reporter.point(recorded, True)
             return recorded
         point = self._measure(candidate, concurrency, stage)
-        with _whole():  # the checkpoint file and the tables written at the end keep the same points
+        with _ctrl_c_deferred():  # the checkpoint file and the final tables keep the same points
             self.checkpoint.record(point)
             self.measured += 1
             self.any_ok = self.any_ok or point.ok

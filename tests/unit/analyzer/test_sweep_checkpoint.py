@@ -118,12 +118,12 @@ def test_a_line_cut_off_by_a_kill_is_dropped(tmp_path):
 
 def test_ctrl_c_while_a_point_is_recorded_waits_for_the_record():
     """Ctrl-C between writing a point to the checkpoint and keeping it for the tables would make
-    the two disagree: inside ``_whole`` it takes effect once the block is done."""
-    from tritonctl.analyzer.analyze import _noting_ctrl_c, _whole
+    the two disagree: inside ``_ctrl_c_deferred`` it takes effect once the block is done."""
+    from tritonctl.analyzer.analyze import _ctrl_c_deferred, _noting_ctrl_c
 
     steps = []
     with pytest.raises(KeyboardInterrupt):
-        with _noting_ctrl_c(), _whole():
+        with _noting_ctrl_c(), _ctrl_c_deferred():
             steps.append("written")
             os.kill(os.getpid(), signal.SIGINT)
             for _ in range(1000):  # the handler runs between bytecodes, within these
