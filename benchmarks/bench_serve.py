@@ -324,7 +324,8 @@ def wait_ready(port: int, process: subprocess.Popen | None = None, timeout: floa
 class Server:
     """A server process on free ports; ``pid`` is the one whose process tree is charged."""
 
-    def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int):
+    def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int, options: tuple[str, ...] = ()):
+        """``options``: more command-line flags, for tritonctl and triton alike."""
         self.name, self.model = name, workload.name
         self.http_port, self.grpc_port = free_port(), free_port()
         self.process: subprocess.Popen | None = None
@@ -335,7 +336,7 @@ class Server:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload, config)),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
-                 *(python_transports if name == "tritonctl-py" else [])],
+                 *(python_transports if name == "tritonctl-py" else []), *options],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
         elif name == "naive":
@@ -354,7 +355,8 @@ class Server:
         elif name == "triton":
             repo = write_triton_repository(repo, workload, delay_us)
             out = subprocess.run(["bash", str(SHARED / "anchors" / "run_triton.sh"), str(repo), str(self.http_port),
-                                  str(self.grpc_port), str(free_port())], capture_output=True, text=True, check=True)
+                                  str(self.grpc_port), str(free_port()), *options],
+                                 capture_output=True, text=True, check=True)
             self.pid = int(out.stdout.strip().splitlines()[-1])
         else:
             raise ValueError(name)
