@@ -8,12 +8,12 @@ as the servers' traces; each trace is joined to the request that was out when it
 
 The client (sync grpc, pre-serialized requests, the same for both servers) alternates between
 the servers, `--requests` requests per run, `--runs` runs each. The table shows medians over
-every request of a server; medians of stages do not add up to the median total. The edges are
-where each server's trace begins and ends: GRPC_WAITREAD_END is when Triton's completion queue
-hands over the message and when tritonctl's Python code has it parsed; GRPC_SEND_START is when
-either hands the encoded reply to gRPC (Triton's GRPC_SEND_END, when its completion queue
-reports the send done, often comes after the client already has the reply, so it is no edge).
-The stages between the edges are not alike (Triton's python-backend model sends its reply
+every request of a server; medians of stages do not add up to the median total. The server's
+part runs from GRPC_WAITREAD_END (when Triton's completion queue hands over the message, when
+tritonctl's Python code has it parsed) to GRPC_SEND_START (when either hands the encoded reply
+to gRPC; Triton's GRPC_SEND_END, when its completion queue reports the send done, often comes
+after the client already has the reply, so it marks no edge).
+The stages in between are not alike (Triton's python-backend model sends its reply
 before the trace's COMPUTE_END), so only the queue delay and the path to the queue are shown.
 Tracing costs both servers some time per request (tritonctl writes its JSON in Python, after
 the reply is sent), so the totals sit above bench_serve.py's.
@@ -127,7 +127,6 @@ def main() -> None:
         finally:
             for server in servers:
                 server.stop()
-        time.sleep(1)  # the traces of the last requests reach their files as the servers stop
         joined = {name: join(read_traces(files[name]), requests[name]) for name in names}
 
     print(f"\nmlp over gRPC, concurrency 1, max_queue_delay {args.delay_us} us; requests joined to their traces: "
