@@ -50,11 +50,8 @@ def trace_options(path: Path) -> tuple[str, ...]:
 def read_traces(path: Path) -> list[dict[str, int]]:
     """Every trace in the files a server wrote (``path.0``, ``path.1``, ...): event -> ns."""
     events: dict[int, dict[str, int]] = {}
-    for part in sorted(path.parent.glob(path.name + "*")):
-        text = part.read_text().strip()
-        if not text:
-            continue
-        for entry in json.loads(text if text.startswith("[") else f"[{text.strip(',')}]"):
+    for part in path.parent.glob(path.name + ".*"):
+        for entry in json.loads(part.read_text()):  # each file is one JSON array, from either server
             for stamp in entry.get("timestamps", []):
                 events.setdefault(entry["id"], {})[stamp["name"]] = int(stamp["ns"])
     return list(events.values())
@@ -78,8 +75,7 @@ def probe(port: int, payload: bytes, requests: int) -> list[tuple[int, int]]:
 
 def join(traces: list[dict[str, int]], requests: list[tuple[int, int]]) -> list[dict[str, int]]:
     """The traces whose message arrived while one client request was out, with that request's
-    send and receive."""
-    requests = sorted(requests)
+    send and receive; ``requests`` in the order they were sent."""
     sends = [sent for sent, _ in requests]
     joined = []
     for trace in traces:
