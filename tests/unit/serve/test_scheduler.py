@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tritonctl.serve.core.errors import ServeError, Status
-from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy
+from tritonctl.serve.core.scheduler import POLL_MAX_S, BatchingOptions, QueuePolicy
 from tritonctl.serve.core.types import InferRequest, InferResponse, InferTensor
 
 
@@ -241,6 +241,48 @@ def test_a_queue_deadline_inside_the_delay_is_kept(scheduler_factory):
     assert results.done["hasty"].message == "Request timeout expired"
     assert results.all_done.wait(3)
     assert instance.batches == [["patient"]]
+
+
+def wait_until_polling(scheduler) -> None:
+    deadline = time.monotonic() + 2
+    while not scheduler._polling:
+        assert time.monotonic() < deadline, "no worker polled through the queue delay"
+        time.sleep(0)
+
+
+def test_a_lone_request_waits_out_a_short_delay(scheduler_factory):
+    instance = RecordingInstance()
+    scheduler = scheduler_factory(batching(max_queue_delay_ns=int(POLL_MAX_S * 1e9)), instance)
+    results = Results()
+    started = time.monotonic()
+    scheduler.enqueue(make_request("lone", results))
+    assert results.all_done.wait(5)
+    assert time.monotonic() - started >= POLL_MAX_S
+    assert instance.batches == [["lone"]]
+
+
+def test_requests_that_come_while_a_worker_polls_join_its_batch(scheduler_factory):
+    instance = RecordingInstance()
+    options = batching(preferred_sizes=(3,), max_queue_delay_ns=int(POLL_MAX_S * 1e9))
+    scheduler = scheduler_factory(options, instance, count=2)
+    results = Results()
+    scheduler.enqueue(make_request("first", results))
+    wait_until_polling(scheduler)
+    scheduler.enqueue(make_request("second", results))
+    scheduler.enqueue(make_request("third", results))  # completes the preferred size: goes at once
+    assert results.all_done.wait(5)
+    assert instance.batches == [["first", "second", "third"]]
+
+
+def test_stop_while_a_worker_polls_still_runs_the_lone_request(scheduler_factory):
+    instance = RecordingInstance()
+    scheduler = scheduler_factory(batching(max_queue_delay_ns=int(POLL_MAX_S * 1e9)), instance)
+    results = Results()
+    scheduler.enqueue(make_request("lone", results))
+    wait_until_polling(scheduler)
+    assert scheduler.stop(5)
+    assert results.done == {"lone": None}
+    assert instance.batches == [["lone"]]
 
 
 def test_instances_execute_concurrently(scheduler_factory):

@@ -4,10 +4,15 @@ One queue per model version, shared by all its instances. Each instance has a wo
 a worker forms the next batch only when it is free to run it (Triton's "payload slot" rule),
 so batches grow naturally while every instance is busy. Batching off (no ``dynamic_batching``)
 is the same scheduler handing requests over one at a time.
+
+A worker waiting out a short queue delay for a lone request polls instead of sleeping (see
+``Scheduler._poll``): at low load the CPUs would otherwise halt during the delay, and a CPU back
+from a halt runs the batch, the model and the reply markedly slower.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -88,6 +93,10 @@ class _Level:
 
 RunBatch = Callable[[object, list[InferRequest]], None]
 
+# The longest queue-delay wait that a worker polls through rather than sleeps (see _poll).
+POLL_MAX_S = 0.005
+_yield_cpu = getattr(os, "sched_yield", lambda: time.sleep(0))  # Windows has no sched_yield
+
 
 class Scheduler:
     """Queues requests of one model version and runs batches of them on its instances."""
@@ -111,6 +120,7 @@ class Scheduler:
         self._accepting = True
         self._stopping = False
         self._busy = 0
+        self._polling = False  # a worker polls through a queue delay (one at a time)
         self._ordering = OrderedCompletions() if options.preserve_ordering else None
         self._workers = [threading.Thread(target=self._work, args=(inst,), daemon=True,
                                           name=f"{model}-instance-{i}") for i, inst in enumerate(instances)]
@@ -273,8 +283,31 @@ class Scheduler:
                     if self._queued:
                         self._cond.notify()
                     return batch, []
-                self._cond.wait(wait_s)
+                if self._queued == 1 and wait_s <= POLL_MAX_S and not (self._polling or self._stopping):
+                    self._poll(wait_s)
+                else:
+                    self._cond.wait(wait_s)
                 self._wake_size = None
+
+    def _poll(self, wait_s: float) -> None:
+        """Wait (the lock held on entry and on return) until ``wait_s`` has passed, a request is
+        queued or taken, or the scheduler stops, yielding the CPU in a loop with the lock and the
+        GIL let go. For a lone request waiting out the queue delay: a worker that sleeps through
+        it lets its CPU halt, and on a virtual machine the batch then starts late and the model
+        and the reply run slower; sleeping in slices of 0.1 ms won back only part of that
+        (benchmarks/RESULTS.md, serve, eighth round). Polling keeps one CPU busy for at most
+        one short delay per batch, and only while nothing else is queued, that is, while the
+        server has CPU to spare."""
+        end = time.monotonic_ns() + int(wait_s * 1e9)
+        queued = self._queued
+        self._polling = True
+        self._cond.release()
+        try:
+            while self._queued == queued and not self._stopping and time.monotonic_ns() < end:
+                _yield_cpu()
+        finally:
+            self._cond.acquire()
+            self._polling = False
 
     def _work(self, instance) -> None:
         while True:
