@@ -4,6 +4,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
     python benchmarks/bench_serve.py                       # mlp: tritonctl, real Triton, naive; gRPC + HTTP binary
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --servers tritonctl triton
     python benchmarks/bench_serve.py --concurrency 1 32 --protocols grpc --servers tritonctl tritonctl-spin triton
+    python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --protocols grpc --servers tritonctl floor-native triton
     python benchmarks/bench_serve.py --keep-cpus-awake --concurrency 1 --protocols grpc --servers tritonctl triton
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
 
@@ -345,12 +346,13 @@ class Server:
                 [sys.executable, str(ROOT / "benchmarks" / "naive_server.py"), str(workload.onnx), str(self.http_port)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
-        elif name == "floor":
+        elif name.startswith("floor"):
             reply = repo.parent / "floor-reply.bin"
             reply.write_bytes(grpc_reply_bytes(workload))
             self.process = subprocess.Popen(
                 [sys.executable, str(ROOT / "benchmarks" / "floor_server.py"), str(self.http_port),
-                 str(self.grpc_port), str(reply)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                 str(self.grpc_port), str(reply), *(["--native"] if name == "floor-native" else [])],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
         elif name == "triton":
             repo = write_triton_repository(repo, workload, delay_us)
@@ -363,7 +365,7 @@ class Server:
         wait_ready(self.http_port, self.process)
 
     def port(self, protocol: str) -> int | None:
-        if self.name == "floor":
+        if self.name.startswith("floor"):
             return self.grpc_port if protocol == "grpc" else None
         return self.http_port if protocol == "http" else self.grpc_port
 
@@ -427,7 +429,7 @@ def measure(server: Server, protocol: str, payload: bytes, concurrency: int, sec
     port = server.port(protocol)
     run_load(protocol, port, payload, concurrency, warmup)
     counts_before = server.counts()
-    python_loop = server.name.startswith("tritonctl") or server.name == "floor"
+    python_loop = server.name.startswith(("tritonctl", "floor"))
     loop_before = thread_cpu_seconds(server.pid) if python_loop else 0.0
     cpu_before, start = tree_cpu_seconds(server.pid), time.perf_counter()
     latencies = run_load(protocol, port, payload, concurrency, seconds)
@@ -479,11 +481,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
     parser.add_argument("--servers", nargs="+",
-                        choices=["tritonctl", "tritonctl-py", "tritonctl-spin", "triton", "naive", "floor"],
+                        choices=["tritonctl", "tritonctl-py", "tritonctl-spin", "triton", "naive", "floor",
+                                 "floor-native"],
                         help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
                              "embedder. tritonctl-py: tritonctl over its Python transports (grpc.aio, uvicorn). "
                              "tritonctl-spin (mlp): its onnxruntime threads spin between runs, as the anchor's do. "
-                             "floor: an empty grpc.aio handler (benchmarks/floor_server.py)")
+                             "floor: an empty grpc.aio handler (benchmarks/floor_server.py); floor-native: the same "
+                             "canned reply over tritonctl's C++ gRPC transport")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
     parser.add_argument("--keep-cpus-awake", action="store_true",
                         help="while measuring, a busy loop at idle priority on every CPU (see AwakeCpus), "

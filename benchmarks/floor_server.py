@@ -1,10 +1,13 @@
-"""The cost floor of a Python gRPC front end: a grpc.aio server on uvloop whose ModelInfer
-returns a canned reply without looking at the request (no model, no queue). bench_serve.py
-runs it next to `tritonctl serve` so that what tritonctl spends beyond the protocol itself can
-be read off the same table. The reply is the real response for the workload (same size).
+"""The cost floor of a gRPC front end: a server whose ModelInfer returns a canned reply without
+looking at the request (no model, no queue). bench_serve.py runs it next to `tritonctl serve`
+so that what tritonctl spends beyond the protocol itself can be read off the same table. The
+reply is the real response for the workload (same size).
 
-    python benchmarks/floor_server.py HTTP_PORT GRPC_PORT REPLY_FILE
+    python benchmarks/floor_server.py HTTP_PORT GRPC_PORT REPLY_FILE [--native]
 
+By default a grpc.aio server on uvloop (a Python front end); with --native, tritonctl's C++
+transport (tritonctl.serve.grpc._native), answering on the gRPC thread that read the message
+as tritonctl does for a lone ModelInfer, or from the event loop for the others.
 HTTP_PORT answers only GET /v2/health/ready (for the benchmark's readiness check).
 """
 
@@ -25,7 +28,8 @@ async def health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     writer.close()
 
 
-async def main(http_port: int, grpc_port: int, reply: bytes) -> None:
+async def serve_aio(grpc_port: int, reply: bytes):
+    """Starts serving; returns the server, to keep."""
     async def model_infer(_request: bytes, _context) -> bytes:
         return reply
 
@@ -35,9 +39,32 @@ async def main(http_port: int, grpc_port: int, reply: bytes) -> None:
                                                                           {"ModelInfer": method}),))
     server.add_insecure_port(f"127.0.0.1:{grpc_port}")
     await server.start()
-    await asyncio.start_server(health, "127.0.0.1", http_port)
-    await server.wait_for_termination()
+    return server
+
+
+async def serve_native(grpc_port: int, reply: bytes):
+    """Starts serving; returns the transport, to keep."""
+    from tritonctl.serve.grpc.native import INFER, STREAM, _native
+    from tritonctl.serve.grpc.service import MAX_MESSAGE
+
+    ok = grpc.StatusCode.OK.value[0]
+    transport = _native.Server(f"127.0.0.1:{grpc_port}", MAX_MESSAGE, STREAM, INFER)
+
+    def on_events() -> None:
+        for kind, call, _payload in transport.take_events():
+            if kind == _native.MESSAGE:
+                call.finish(ok, "", reply)
+
+    transport.set_inline_handler(lambda call, _payload: call.finish(ok, "", reply))
+    asyncio.get_running_loop().add_reader(transport.fd, on_events)
+    return transport
+
+
+async def main(http_port: int, grpc_port: int, reply: bytes, native: bool) -> None:
+    _server = await (serve_native if native else serve_aio)(grpc_port, reply)
+    await asyncio.start_server(health, "127.0.0.1", http_port)  # ready once gRPC serves
+    await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    uvloop.run(main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).read_bytes()))
+    uvloop.run(main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).read_bytes(), "--native" in sys.argv[4:]))
