@@ -2,6 +2,9 @@
 (constant Reshape targets included), constant folding, checker and shape inference.
 
 Each step takes an ``onnx.ModelProto`` and returns a new one; only ``save_checked`` writes.
+Models keep their IR version. Before IR version 4 every initializer must also be listed as a
+graph input, and runtimes (onnxruntime, hence Triton) hold such initializers constant; from IR
+version 4 on, an initializer listed as a graph input is a default the caller may override.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLik
                                "Multinomial", "Bernoulli"})
 # A folded tensor may be at most this large unless it is no larger than its inputs.
 FOLD_LIMIT_BYTES = 16 << 20
+# IR version 3 brought operator-set imports; onnxruntime loads nothing older.
+OLDEST_IR_VERSION = 3
+# From this IR version on, initializers need not be graph inputs (and those that are, are overridable).
+INITIALIZERS_APART_IR_VERSION = 4
 
 
 @dataclass
@@ -21,6 +28,14 @@ class Prepared:
     model: object  # onnx.ModelProto
     changes: list[str] = field(default_factory=list)  # what the batch rewrite changed
     folded: int = 0  # nodes replaced by constants
+
+
+def check_ir_version(model) -> None:
+    """Refuse models from before operator sets were versioned: nothing serves them."""
+    if model.ir_version < OLDEST_IR_VERSION:
+        raise BuildError(f"the ONNX model has IR version {model.ir_version}, from before ONNX versioned its "
+                         f"operators (IR version {OLDEST_IR_VERSION}, onnx 1.0); onnxruntime and Triton cannot "
+                         "load it. Re-export it from its framework with a current exporter")
 
 
 def check(model) -> None:
@@ -49,6 +64,25 @@ def save_checked(model, path) -> object:
     except Exception as exc:
         raise BuildError(f"ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
     return onnx.load(str(path))
+
+
+def overridable_initializers(model) -> set[str]:
+    """Initializers a caller may feed in place of their stored values: those also listed as
+    graph inputs, from IR version 4 on (before it every initializer is listed, and constant)."""
+    if model.ir_version < INITIALIZERS_APART_IR_VERSION:
+        return set()
+    initializers = {t.name for t in model.graph.initializer}
+    return {v.name for v in model.graph.input if v.name in initializers}
+
+
+def add_initializer(model, tensor) -> None:
+    """Append ``tensor`` (a TensorProto) to the main graph's initializers, and to its inputs
+    where the model's IR version requires every initializer to be one."""
+    from onnx import helper
+
+    model.graph.initializer.append(tensor)
+    if model.ir_version < INITIALIZERS_APART_IR_VERSION:
+        model.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
 
 
 def _graph_io(model):
@@ -115,7 +149,7 @@ def make_batch_dynamic(model, label: str = "batch") -> Prepared:
                            "hard-codes batch 1 and cannot be rewritten (allowzero=1 and a -1 already present)")
             continue
         new_name = f"{node.input[1]}__dynamic_batch_{index}"
-        graph.initializer.append(numpy_helper.from_array(target, new_name))
+        add_initializer(result, numpy_helper.from_array(target, new_name))
         changes.append(f"Reshape '{node.name or index}': target {constants[node.input[1]].tolist()} -> "
                        f"{target.tolist()}")
         node.input[1] = new_name
@@ -133,8 +167,8 @@ def fold_constants(model) -> Prepared:
     result = onnx.ModelProto()
     result.CopyFrom(model)
     graph = result.graph
-    graph_inputs = {v.name for v in graph.input}
-    constants = {name: array for name, array in _constant_arrays(graph).items() if name not in graph_inputs}
+    overridable = overridable_initializers(result)
+    constants = {name: array for name, array in _constant_arrays(graph).items() if name not in overridable}
     opsets = {o.domain or "": o.version for o in result.opset_import}
     kept, folded = [], 0
     for node in graph.node:
@@ -158,7 +192,7 @@ def fold_constants(model) -> Prepared:
         for name, value in zip(node.output, values):
             if name:
                 constants[name] = value
-                graph.initializer.append(numpy_helper.from_array(value, name))
+                add_initializer(result, numpy_helper.from_array(value, name))
         folded += 1
     del graph.node[:]
     graph.node.extend(kept)

@@ -87,6 +87,7 @@ def prepare_onnx(model, path: Path, want_batch: bool, shapes: list[ShapeSpec], s
     then onnx's checker and shape inference on the result, saved to ``path``."""
     from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
+    onnx_prep.check_ir_version(model)
     changes: list[str] = []
     fixed = want_batch and onnx_prep.has_fixed_batch_of_one(model)
     source = model

@@ -68,3 +68,17 @@ def sequence_model(path: Path) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])],
         [numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")])
     return _save(graph, path)
+
+
+def with_ir_version(source: Path, path: Path, ir_version: int) -> Path:
+    """``source`` saved with ``ir_version``; below IR version 4 every initializer is also listed
+    as a graph input, as that IR requires."""
+    model = onnx.load(str(source))
+    model.ir_version = ir_version
+    if ir_version < 4:
+        listed = {v.name for v in model.graph.input}
+        model.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                 for t in model.graph.initializer if t.name not in listed)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model
+from build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model, with_ir_version
 
 from tritonctl.convert import onnx_prep
 from tritonctl.convert.errors import BuildError
@@ -97,3 +97,50 @@ def test_checker_failure_is_a_build_error(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     with pytest.raises(BuildError, match="onnx.checker"):
         onnx_prep.save_checked(helper.make_model(graph), tmp_path / "broken.onnx")
+
+
+@pytest.mark.parametrize("ir_version", range(onnx_prep.OLDEST_IR_VERSION, onnx.IR_VERSION + 1))
+def test_every_ir_version_onnx_reads_is_prepared_and_checked(tmp_path, ir_version):
+    source = with_ir_version(fixed_batch_reshape(tmp_path / "m.onnx"), tmp_path / "ir.onnx", ir_version)
+    prepared = prepare_onnx(onnx.load(str(source)), tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    model = prepared.model
+    assert model.ir_version == ir_version and prepared.folded == 1
+    initializers = {t.name for t in model.graph.initializer}
+    assert initializers == {"W", "target__dynamic_batch_1", "five"}
+    listed = {v.name for v in model.graph.input}
+    assert listed == ({"x"} | initializers if ir_version < 4 else {"x"})
+    assert [t.name for t in prepared.io.inputs] == ["x"] and prepared.io.inputs[0].dims == (-1, 3, 4)
+    x = np.random.default_rng(2).standard_normal((4, 3, 4)).astype(np.float32)
+    original = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    rows = np.concatenate([original.run(None, {"x": x[i:i + 1]})[0] for i in range(4)])
+    batched = ort.InferenceSession(str(prepared.path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(batched, rows, rtol=1e-5, atol=1e-6)
+
+
+def test_overridable_initializers_are_not_folded_from_ir_version_4():
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(ir_version):
+        two = numpy_helper.from_array(np.array([2.0], dtype=np.float32), "two")
+        graph = helper.make_graph(
+            [helper.make_node("Add", ["two", "two"], ["four"]), helper.make_node("Mul", ["x", "four"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+             helper.make_tensor_value_info("two", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [two])
+        return helper.make_model(graph, ir_version=ir_version, opset_imports=[helper.make_opsetid("", 13)])
+
+    overridable = onnx_prep.fold_constants(model(4))
+    assert overridable.folded == 0 and [v.name for v in overridable.model.graph.input] == ["x", "two"]
+    constant = onnx_prep.fold_constants(model(3))  # before IR 4 a listed initializer is a constant
+    assert constant.folded == 1 and [n.op_type for n in constant.model.graph.node] == ["Mul"]
+    assert [v.name for v in constant.model.graph.input] == ["x", "four"]
+    onnx.checker.check_model(constant.model)
+
+
+def test_ir_versions_before_operator_sets_are_refused(tmp_path):
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    model.ir_version = 2
+    del model.opset_import[:]
+    with pytest.raises(BuildError, match="IR version 2, from before ONNX versioned its operators"):
+        prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    assert not (tmp_path / "out.onnx").exists()
