@@ -157,11 +157,12 @@ def test_pre_commit_hook_runs_validate_on_config_files(repos, capsys):
     assert pattern.search("models/resnet/config.pbtxt") and pattern.search("config.pbtxt")
     assert pattern.search("models/resnet/configs/prod.pbtxt")
     assert not pattern.search("models/resnet/1/model.py") and not pattern.search("models/x/myconfig.pbtxt")
-    # pre-commit appends the changed files to the entry: each is validated in its model directory.
+    # pre-commit appends the changed files to the entry: each config is checked on its own.
     entry = fields["entry"].split()
     assert entry[:2] == ["tritonctl", "validate"]
     code, out, _ = cli(capsys, *entry[1:], "clean/m/config.pbtxt", "broken/m/config.pbtxt")
-    assert code == 1 and "broken/m/config.pbtxt:2:17" in out and out.endswith("1 error in 2 models\n")
+    assert code == 1 and "broken/m/config.pbtxt:2:17" in out and out.endswith("1 error, 1 note in 2 models\n")
+    assert "not checked without the repository" in out
 
 
 def test_output_dash_means_stdout(repos, capsys):
@@ -179,4 +180,6 @@ def test_a_custom_config_file_is_checked_as_its_model(tmp_path):
     custom = model / "configs" / "prod.pbtxt"
     custom.write_text('name: "m"\nbackend: "python"\nmax_batch_size: -1\n')
     report = validate_paths([custom])
-    assert [(d.code, d.path, d.model) for d in report.diagnostics] == [("TOP03", custom, "m")]
+    found = [(d.code, d.path, d.model) for d in report.diagnostics]
+    assert found == [("REPO54", custom, None), ("TOP03", custom, "m")]
+    assert report.diagnostics[0].message == "not checked without the repository: version directories, model files"

@@ -26,6 +26,11 @@ class ColorChoice(str, enum.Enum):
 HELP = """Check model repositories, model directories or config.pbtxt files offline,
 the way Triton would when loading them.
 
+A config file on its own (or a directory with --config-only) gets every check that
+needs only the config; version directories, model files and ensemble members need the
+repository. GPU ids and KIND_GPU are checked against the target server's GPUs given
+with --gpus N (or TRITONCTL_ASSUME_GPUS=N), or this machine's with --gpus local.
+
 Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage error.
 
 [bold]Examples[/bold]
@@ -33,6 +38,10 @@ Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage er
   tritonctl validate ./model_repository
 
   tritonctl validate models/resnet/config.pbtxt --format json
+
+  tritonctl validate configs/*.pbtxt --gpus 1
+
+  tritonctl validate models/ --config-only
 
   tritonctl validate models/ --format sarif --output tritonctl.sarif
 
@@ -54,6 +63,12 @@ def validate(
                                      help="Do not report CODE (repeatable, or comma-separated)."),
     model_config_name: str = typer.Option(None, "--model-config-name", metavar="NAME",
                                           help="Use configs/<NAME>.pbtxt where present, like tritonserver."),
+    config_only: bool = typer.Option(False, "--config-only",
+                                     help="Check only the config files under each PATH, without version "
+                                     "directories, model files or ensemble members."),
+    gpus: str = typer.Option(None, "--gpus", metavar="N|local", envvar="TRITONCTL_ASSUME_GPUS", show_envvar=True,
+                             help="The target server's GPU count, or 'local' for this machine's GPUs. "
+                             "Unset: GPU ids and KIND_GPU are not checked."),
     explain: str = typer.Option(None, "--explain", metavar="CODE",
                                 help="Explain a diagnostic code (no PATH needed)."),
     list_codes: bool = typer.Option(False, "--list-codes", help="List every diagnostic code."),
@@ -78,11 +93,17 @@ def validate(
                        "(or --explain CODE, --list-codes)", 2)
     ignored = frozenset(_known_code(code) for item in ignore or [] for code in item.split(",") if code.strip())
 
+    from tritonctl.repo_schema.context import CheckOptions
+    from tritonctl.repo_schema.gpus import target_gpus
     from tritonctl.repo_schema.render import render, summary_line, use_color
     from tritonctl.repo_schema.validate import UsageError, validate_paths
 
     try:
-        report = validate_paths(list(paths), model_config_name, ignored)
+        options = CheckOptions(config_only=config_only, gpus=target_gpus(gpus))
+    except ValueError as exc:
+        raise CliError(f"{exc} (from --gpus or TRITONCTL_ASSUME_GPUS)", 2) from None
+    try:
+        report = validate_paths(list(paths), model_config_name, ignored, options)
     except UsageError as exc:
         raise CliError(str(exc), 2) from None
     to_file = output is not None and str(output) != "-"

@@ -8,7 +8,30 @@ from functools import cached_property
 from pathlib import Path
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
+from tritonctl.repo_schema.gpus import GpuInfo
 from tritonctl.repo_schema.repository import ModelSource, VersionDir
+
+# What a config-only check leaves out, in the order the info line lists them.
+VERSION_DIRS = "version directories"
+MODEL_FILES = "model files"
+ENSEMBLE_MEMBERS = "ensemble members"
+LABEL_FILES = "label files"
+DATA_FILES = "warmup and initial-state data files"
+NOT_CHECKED_ORDER = (VERSION_DIRS, MODEL_FILES, ENSEMBLE_MEMBERS, LABEL_FILES, DATA_FILES)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """How much of the model's world a check may look at.
+
+    ``config_only``: only the config files; version directories, model files, label
+    and data files, sibling models and the directory layout are not looked at.
+    ``gpus``: the target server's GPUs; None when unknown, so GPU ids and GPU kinds
+    are not checked against any machine.
+    """
+
+    config_only: bool = False
+    gpus: GpuInfo | None = None
 
 
 @dataclass
@@ -16,6 +39,9 @@ class RepositoryContext:
     root: Path | None
     models: dict[str, "ModelContext"] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    options: CheckOptions = field(default_factory=CheckOptions)
+    # What could not be checked under ``options`` (VERSION_DIRS, ..., "gpus").
+    not_checked: set[str] = field(default_factory=set)
 
     def report(self, code: str, message: str, path: Path | None = None, hint: str | None = None,
                severity: Severity | None = None, notes: list[str] | None = None) -> None:
@@ -38,6 +64,26 @@ class ModelContext:
         return self.source.name
 
     @property
+    def options(self) -> CheckOptions:
+        return self.repository.options if self.repository is not None else CheckOptions()
+
+    def can_check(self, what: str) -> bool:
+        """Whether ``what`` (VERSION_DIRS, MODEL_FILES, ...) is there to be checked;
+        when only the config is checked it is not, and the skip is noted once."""
+        if not self.options.config_only:
+            return True
+        if self.repository is not None:
+            self.repository.not_checked.add(what)
+        return False
+
+    def target_gpus(self) -> GpuInfo | None:
+        """The target server's GPUs, or None (noted) when they are unknown."""
+        gpus = self.options.gpus
+        if gpus is None and self.repository is not None:
+            self.repository.not_checked.add("gpus")
+        return gpus
+
+    @property
     def model_dir(self) -> Path:
         return self.source.model_dir
 
@@ -56,7 +102,8 @@ class ModelContext:
 
     @property
     def versions(self) -> list[VersionDir]:
-        return self.source.versions
+        """The version directories; none are looked at when only the config is checked."""
+        return [] if self.options.config_only else self.source.versions
 
     @cached_property
     def effective(self):
@@ -64,7 +111,7 @@ class ModelContext:
         default filename, version policy, preferred sizes, pinned memory)."""
         from tritonctl.repo_schema.normalize import core_normalize
 
-        return core_normalize(self.config, self.model_dir)
+        return core_normalize(self.config, self.model_dir, detect=not self.options.config_only)
 
     @property
     def backend(self) -> str:

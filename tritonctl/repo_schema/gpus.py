@@ -4,6 +4,10 @@ Triton decides at load time whether KIND_GPU instance groups can run, and which
 `gpus` ids are valid (ids count from 0 over the visible devices). tritonctl answers
 the same question offline:
 
+``tritonctl validate`` checks against the target server's GPUs instead: ``--gpus N``
+(or ``TRITONCTL_ASSUME_GPUS=N``), ``--gpus local`` for this machine, unknown otherwise
+(``target_gpus``). The library and the other commands use ``detect_gpus``:
+
 1. ``TRITONCTL_ASSUME_GPUS=N`` (N >= 0) wins: validate as if the server had N GPUs.
    CI machines without a GPU set it to check repositories meant for GPU servers.
 2. Otherwise the local machine is asked, once per process: ``nvidia-smi -L`` lists
@@ -85,10 +89,28 @@ def assumed_gpus() -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
+def local_gpus() -> GpuInfo:
+    """The GPUs a server started on this machine would see."""
+    physical, source = _physical_gpus()
+    count = visible_count(physical, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return GpuInfo(count, source)
+
+
 def detect_gpus() -> GpuInfo:
     assumed = assumed_gpus()
     if assumed is not None:
         return GpuInfo(assumed, f"{ASSUME_GPUS_ENV}={assumed}")
-    physical, source = _physical_gpus()
-    count = visible_count(physical, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return GpuInfo(count, source)
+    return local_gpus()
+
+
+def target_gpus(value: str | None, source: str = "--gpus") -> GpuInfo | None:
+    """The GPUs ``validate --gpus VALUE`` means: a count N >= 0, "local" for this
+    machine's, None (unset or empty) for unknown. Raises ValueError on anything else."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.lower() == "local":
+        return local_gpus()
+    if text.isdigit():
+        return GpuInfo(int(text), f"{source} {int(text)}" if source.startswith("-") else f"{source}={int(text)}")
+    raise ValueError(f"{source} takes a GPU count (0, 1, 2, ...) or 'local', not {text!r}")

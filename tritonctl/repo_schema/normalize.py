@@ -60,12 +60,15 @@ def detect_backend(model_dir: Path) -> tuple[str, str, str] | None:
     return None
 
 
-def autocomplete_backend_fields(config, model_dir: Path) -> None:
-    """Fill platform, backend and default_model_filename as Triton's core does (PB-08/PB-09)."""
+def autocomplete_backend_fields(config, model_dir: Path, detect: bool = True) -> None:
+    """Fill platform, backend and default_model_filename as Triton's core does (PB-08/PB-09).
+
+    ``detect``: whether the model file in the first version directory may be looked at.
+    """
     if config.platform == "ensemble":
         return
     if not config.platform and not config.backend and not config.default_model_filename:
-        detected = detect_backend(model_dir)
+        detected = detect_backend(model_dir) if detect else None
         if detected is not None:
             config.platform, config.backend, config.default_model_filename = detected
         elif "." in model_dir.name:
@@ -92,14 +95,17 @@ def autocomplete_backend_fields(config, model_dir: Path) -> None:
             config.platform, DEFAULT_FILENAME.get(config.backend, ""))
 
 
-def core_normalize(config, model_dir: Path):
-    """A normalized copy of ``config``: Triton's ``GetNormalizedModelConfig`` (P1)."""
+def core_normalize(config, model_dir: Path, detect: bool = True):
+    """A normalized copy of ``config``: Triton's ``GetNormalizedModelConfig`` (P1).
+
+    ``detect=False`` leaves the model files alone (a config checked on its own).
+    """
     result = model_config_pb2().ModelConfig()
     if config is not None:
         result.CopyFrom(config)
     if not result.name:
         result.name = model_dir.name
-    autocomplete_backend_fields(result, model_dir)
+    autocomplete_backend_fields(result, model_dir, detect)
     if not result.HasField("version_policy"):
         result.version_policy.latest.num_versions = 1
     if result.HasField("dynamic_batching") and not result.dynamic_batching.preferred_batch_size \

@@ -74,10 +74,12 @@ class ModelSource:
     model_dir: Path
     config_name: str | None = None
     config_file: Path | None = None  # an explicitly chosen config file, instead of Triton's lookup
+    # A config file not named config.pbtxt has no model directory to take its name from.
+    name_override: str | None = None
 
     @property
     def name(self) -> str:
-        return self.model_dir.name
+        return self.name_override or self.model_dir.name
 
     @cached_property
     def config_path(self) -> Path:

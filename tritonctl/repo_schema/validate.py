@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonctl.repo_schema.context import ModelContext, RepositoryContext
-from tritonctl.repo_schema.diagnostics import Diagnostic, Severity
-from tritonctl.repo_schema.repository import ModelSource, looks_like_model_dir, model_dirs
+from tritonctl.repo_schema.context import NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext
+from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
+from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks_like_model_dir, model_dirs
 
 
 @dataclass
@@ -32,14 +32,24 @@ class UsageError(Exception):
 
 
 def classify(path: Path) -> str:
-    """'config', 'model' or 'repository'."""
+    """'config', 'model', 'repository' or 'configs' (a directory of .pbtxt files, no models)."""
     if path.is_file():
         if path.suffix != ".pbtxt":
             raise UsageError(f"{path} is a file but not a .pbtxt config")
         return "config"
     if not path.is_dir():
         raise UsageError(f"{path} does not exist")
-    return "model" if looks_like_model_dir(path) else "repository"
+    if looks_like_model_dir(path):
+        return "model"
+    if not any(p.is_dir() for p in path.iterdir()) and any(path.glob("*.pbtxt")):
+        return "configs"
+    return "repository"
+
+
+def config_files(directory: Path) -> list[Path]:
+    """Every .pbtxt file under ``directory``, hidden directories left out."""
+    return sorted(p for p in directory.rglob("*.pbtxt") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(directory).parts))
 
 
 def check_model(ctx: ModelContext) -> None:
@@ -55,10 +65,11 @@ def check_model(ctx: ModelContext) -> None:
         rule(ctx)
 
 
-def validate_repository(root: Path, config_name: str | None = None) -> RepositoryContext:
+def validate_repository(root: Path, config_name: str | None = None,
+                        options: CheckOptions | None = None) -> RepositoryContext:
     from tritonctl.repo_schema.rules import REPOSITORY_RULES
 
-    repo = RepositoryContext(root)
+    repo = RepositoryContext(root, options=options or default_options())
     for model_dir in model_dirs(root):
         repo.models[model_dir.name] = ModelContext(ModelSource(model_dir, config_name), repo)
     for rule in REPOSITORY_RULES:
@@ -68,33 +79,92 @@ def validate_repository(root: Path, config_name: str | None = None) -> Repositor
     return repo
 
 
+def default_options() -> CheckOptions:
+    """Every check, against the GPUs of this machine (or TRITONCTL_ASSUME_GPUS): what
+    a server started here would do."""
+    from tritonctl.repo_schema.gpus import detect_gpus
+
+    return CheckOptions(gpus=detect_gpus())
+
+
+def check_config_file(path: Path, config_name: str | None, options: CheckOptions) -> ModelContext:
+    """One config file on its own: every check that needs only the config."""
+    # <model>/config.pbtxt or a custom <model>/configs/<name>.pbtxt name their model directory.
+    custom = path.parent.name == "configs" and looks_like_model_dir(path.parent.parent)
+    named_dir = path.name == CONFIG_FILENAME or custom
+    model_dir = path.parent.parent if custom else path.parent
+    source = ModelSource(model_dir, config_name, config_file=path)
+    if not named_dir:
+        parsed = source.parsed.message
+        source.name_override = (parsed.name if parsed is not None else "") or path.stem
+    repo = RepositoryContext(None, options=options)
+    ctx = ModelContext(source, repo)
+    repo.models[source.name] = ctx
+    check_model(ctx)
+    return ctx
+
+
 def validate_paths(paths: list[Path], config_name: str | None = None,
-                   ignore: frozenset[str] = frozenset()) -> ValidationReport:
+                   ignore: frozenset[str] = frozenset(), options: CheckOptions | None = None) -> ValidationReport:
+    """Check ``paths``: repositories and model directories get every check, config files
+    (and directories with ``options.config_only``) the checks that need only the config."""
+    options = options or default_options()
     report = ValidationReport()
+    not_checked: set[str] = set()
     for path in paths:
         kind = classify(path)
+        if kind in ("config", "configs") or options.config_only:
+            files = [path] if kind == "config" else config_files(path)
+            lone = CheckOptions(config_only=True, gpus=options.gpus)
+            for file in files:
+                ctx = check_config_file(file, config_name, lone)
+                report.diagnostics.extend(ctx.diagnostics)
+                report.models_checked += 1
+                not_checked |= ctx.repository.not_checked
+            continue
         if kind == "repository":
-            repo = validate_repository(path, config_name)
+            repo = validate_repository(path, config_name, options)
             report.diagnostics.extend(repo.diagnostics)
             for ctx in repo.models.values():
                 report.diagnostics.extend(ctx.diagnostics)
             report.models_checked += len(repo.models)
+            not_checked |= repo.not_checked
             continue
-        model_dir = path
-        if kind == "config":
-            # <model>/config.pbtxt or a custom <model>/configs/<name>.pbtxt
-            model_dir = path.parent.parent if path.parent.name == "configs" else path.parent
-        source = ModelSource(model_dir, config_name, config_file=path if kind == "config" else None)
+        source = ModelSource(path, config_name)
         # A lone model still sees its siblings, so ensembles can be checked.
-        repo = RepositoryContext(model_dir.parent)
-        for sibling in model_dirs(model_dir.parent):
-            if sibling != model_dir:
+        repo = RepositoryContext(path.parent, options=options)
+        for sibling in model_dirs(path.parent):
+            if sibling != path:
                 repo.models[sibling.name] = ModelContext(ModelSource(sibling, config_name), repo)
         ctx = ModelContext(source, repo)
-        repo.models[model_dir.name] = ctx
+        repo.models[path.name] = ctx
         check_model(ctx)
         report.diagnostics.extend(ctx.diagnostics)
         report.models_checked += 1
+        not_checked |= repo.not_checked
+    report.diagnostics.extend(_not_checked_notes(not_checked, paths[0] if paths else None))
     report.diagnostics = [d for d in report.diagnostics if d.code not in ignore]
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def _not_checked_notes(not_checked: set[str], where: Path | None) -> list[Diagnostic]:
+    """The info lines saying, once per run, what was left unchecked and how to check it."""
+    from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV
+    from tritonctl.repo_schema.rules.instances import GPUS_NOT_CHECKED
+    from tritonctl.repo_schema.rules.layout import NOT_CHECKED
+
+    notes = []
+    skipped = [what for what in NOT_CHECKED_ORDER if what in not_checked]
+    if skipped:
+        notes.append(Diagnostic(
+            NOT_CHECKED, code_info(NOT_CHECKED).severity,
+            f"not checked without the repository: {', '.join(skipped)}", where,
+            hint="validate the model repository (or model directory) to check them too"))
+    if "gpus" in not_checked:
+        notes.append(Diagnostic(
+            GPUS_NOT_CHECKED, code_info(GPUS_NOT_CHECKED).severity,
+            "GPU ids and KIND_GPU instance groups not checked: the target server's GPUs are unknown", where,
+            hint=f"pass --gpus N (or set {ASSUME_GPUS_ENV}=N) for a server with N GPUs, or --gpus local "
+                 "for this machine's"))
+    return notes

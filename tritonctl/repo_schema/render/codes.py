@@ -38,6 +38,8 @@ def unknown_code_message(text: str, suggestion: str | None) -> str:
 
 
 def mirrors(info: CodeInfo) -> str:
+    if info.code in ("REPO54", "IG54"):
+        return "a note about what this run of tritonctl did not check"
     if info.triton_rule and int(re.sub(r"\D", "", info.code) or 0) < 50:
         return f"Triton rule {info.triton_rule}: Triton itself rejects this"
     if info.triton_rule:

@@ -7,6 +7,7 @@ reports the one a config file can be blamed for, at the field at fault.
 from __future__ import annotations
 
 from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, batch_capable, model_version_dir
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.modelfiles import ModelFileError
 from tritonctl.repo_schema.rules import model_rule
 
@@ -18,6 +19,8 @@ def check_onnx_autofill_batching(ctx) -> None:
         return
     if (config.input or config.batch_input) and config.output:
         return  # nothing to auto-complete; the backend compares the config with the model instead
+    if not ctx.can_check(MODEL_FILES):
+        return
     version_dir = model_version_dir(ctx.model_dir, None)
     if version_dir is None:
         return

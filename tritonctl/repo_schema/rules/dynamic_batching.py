@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 
@@ -133,6 +134,8 @@ def _check_strategy_path(ctx) -> None:
                    hint="custom batching libraries only work with dynamic_batching; remove the parameter")
         return
     value = ctx.config.parameters[STRATEGY_PARAMETER].string_value
+    if not ctx.can_check(MODEL_FILES):
+        return
     repo_root = (ctx.repository.root if ctx.repository and ctx.repository.root else ctx.model_dir.parent).resolve()
     library = Path(value)
     if library.is_absolute():

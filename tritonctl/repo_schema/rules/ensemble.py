@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from tritonctl.repo_schema.context import ENSEMBLE_MEMBERS
 from tritonctl.repo_schema.diagnostics import Severity, register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.layout import versions_to_load
@@ -325,7 +326,8 @@ def check_ensemble(ctx) -> None:
         return
     flow = build_dataflow(config)
     check_dataflow(ctx, config, flow)
-    check_composing_models(ctx, config)
+    if ctx.can_check(ENSEMBLE_MEMBERS):
+        check_composing_models(ctx, config)
     from tritonctl.repo_schema.rules.ensemble_tensors import check_tensors
 
     check_tensors(ctx, config, flow)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from tritonctl.repo_schema.context import DATA_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name, element_count
@@ -100,6 +101,8 @@ def _check_initial_data(ctx, initial, ipath: tuple, name: str) -> None:
                    part="key", hint="add zero_data: true, or data_file: \"<file in initial_state/>\"")
         return
     if initial.WhichOneof("state_data") != "data_file":
+        return
+    if not ctx.can_check(DATA_FILES):
         return
     data_file = ctx.model_dir / "initial_state" / initial.data_file
     dpath = ipath + ("data_file",)

@@ -1,9 +1,10 @@
 """Instance groups (IG-*): kinds, GPU ids, profiles, host policies, rate limiter.
 
-Whether KIND_GPU can run depends on the server machine. tritonctl counts the GPUs
-of the machine it runs on (``tritonctl.repo_schema.gpus``); set
-``TRITONCTL_ASSUME_GPUS=N`` to validate for a server with N GPUs instead, for
-example on a CI machine without one.
+Whether KIND_GPU can run and which GPU ids are valid depend on the server machine:
+``validate --gpus N`` (or ``TRITONCTL_ASSUME_GPUS=N``) names the target server's GPU
+count, ``--gpus local`` the machine validate runs on. Without them those checks are
+left out (``CheckOptions.gpus`` is None) and IG54 says so; what is wrong for any GPU
+count (a negative id, GPUs on a CPU group) is always reported.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ from __future__ import annotations
 import re
 
 from tritonctl.repo_schema.diagnostics import register
-from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV, GpuInfo, detect_gpus
+from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV, GpuInfo
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
 
 _GPU_EXPLANATION = f"""
-    tritonctl counts the GPUs of the machine it runs on (nvidia-smi -L, or
-    /proc/driver/nvidia/gpus, narrowed by CUDA_VISIBLE_DEVICES). When the repository
-    is meant for another machine, set {ASSUME_GPUS_ENV}=N to validate as if the
-    server had N GPUs (ids 0..N-1), for example {ASSUME_GPUS_ENV}=1 in CI without a GPU.
+    The GPUs that count are the target server's, not those of the machine validate runs
+    on: `tritonctl validate --gpus N` (or {ASSUME_GPUS_ENV}=N) checks for a server with N
+    GPUs (ids 0..N-1), `--gpus local` for this machine's (nvidia-smi -L, or
+    /proc/driver/nvidia/gpus, narrowed by CUDA_VISIBLE_DEVICES). Without either, GPU
+    counts and ids are not checked (IG54); `tritonctl serve` and the library check
+    against the machine they run on.
 """
 
 ENSEMBLE_GROUPS = register(
@@ -98,6 +101,16 @@ TF_GPU_ACCELERATOR_ON_CPU = register(
     Execution Accelerator can only be set on non-CPU backend context". Move them to
     cpu_execution_accelerator, or use KIND_GPU instances.
     """, "IG-11")
+GPUS_NOT_CHECKED = register(
+    "IG54", "GPU ids and kinds not checked", "info",
+    """
+    Whether a KIND_GPU group can run, and which `gpus` ids exist, depend on the server
+    that will load the model, so `tritonctl validate` does not guess them from the
+    machine it runs on (a CI runner usually has no GPU). Give the target server's GPU
+    count with --gpus N (or TRITONCTL_ASSUME_GPUS=N), or --gpus local to check against
+    this machine. Configs that are wrong whatever the GPU count (a negative gpu id,
+    gpus on a KIND_CPU group, TensorRT on KIND_CPU) are reported either way.
+    """, "IG-04")
 NON_POSITIVE_COUNT = register(
     "IG50", "instance count is zero or negative", "warning",
     """
@@ -134,11 +147,16 @@ def kind_name(kind: int) -> str:
     return model_config_pb2().ModelInstanceGroup.Kind.Name(kind)
 
 
-def resolved_kind(group, gpus: GpuInfo) -> int:
-    """The kind Triton gives the group after normalization (KIND_AUTO resolved)."""
+def resolved_kind(group, gpus: GpuInfo | None) -> int | None:
+    """The kind Triton gives the group after normalization (KIND_AUTO resolved);
+    None when that depends on GPUs that are unknown."""
     kinds = model_config_pb2().ModelInstanceGroup
     if group.kind != kinds.KIND_AUTO:
         return group.kind
+    if any(gid < 0 for gid in group.gpus):
+        return kinds.KIND_CPU  # no server has a negative GPU id
+    if gpus is None:
+        return None
     if gpus.count == 0 or any(gid not in gpus.ids for gid in group.gpus):
         return kinds.KIND_CPU
     return kinds.KIND_GPU
@@ -148,9 +166,11 @@ def group_name(ctx, index: int) -> str:
     return ctx.config.instance_group[index].name or f"{ctx.name}_{index}"
 
 
-def _gpu_hint(gpus: GpuInfo) -> str:
-    return (f"this machine has {gpus.count} GPU(s) ({gpus.source}); if the server has GPUs, "
-            f"set {ASSUME_GPUS_ENV}=<count> when validating")
+def _gpu_hint(gpus: GpuInfo | None) -> str:
+    if gpus is None:
+        return "no server has a negative GPU id; ids count from 0"
+    return (f"checked for a server with {gpus.count} GPU(s) ({gpus.source}); if the target server has "
+            f"another count, pass --gpus <count> (or set {ASSUME_GPUS_ENV}=<count>)")
 
 
 @model_rule
@@ -189,8 +209,8 @@ def check_instance_groups(ctx) -> None:
                        "devices; TensorRT accepts at most one", base + ("secondary_devices", 1),
                        hint="use one instance group per DLA core")
     if is_tensorrt and not ctx.config.instance_group:
-        gpus = detect_gpus()
-        if gpus.count == 0:
+        gpus = ctx.target_gpus()
+        if gpus is not None and gpus.count == 0:
             where = ("backend",) if ctx.written(("backend",)) else ("platform",)
             ctx.report(TENSORRT_NEEDS_GPU, f"TensorRT model '{ctx.name}' has no instance_group and no GPU is "
                        "available, so Triton would create CPU instances", where, hint=_gpu_hint(gpus))
@@ -213,11 +233,13 @@ def _check_kind(ctx, group, name: str, base: tuple, is_tensorrt: bool) -> None:
         return
     if group.kind == kinds.KIND_MODEL:
         return
-    gpus = detect_gpus()
+    # KIND_AUTO without gpus runs either way (TensorRT aside), so it does not need the GPU count.
+    needs_gpus = group.kind == kinds.KIND_GPU or is_tensorrt or bool(group.gpus)
+    gpus = ctx.target_gpus() if needs_gpus else ctx.options.gpus
     if group.kind == kinds.KIND_AUTO:
         if resolved_kind(group, gpus) == kinds.KIND_CPU:
             if group.gpus:
-                bad = [g for g in group.gpus if g not in gpus.ids]
+                bad = [g for g in group.gpus if g < 0] or [g for g in group.gpus if g not in gpus.ids]
                 ctx.report(CPU_KIND_WITH_GPUS, f"instance group '{name}' is KIND_AUTO with gpus {list(group.gpus)}, "
                            f"but GPU {bad[0]} is not available, so Triton makes it KIND_CPU and then refuses its gpus",
                            base + ("gpus",), hint=_gpu_hint(gpus))
@@ -227,12 +249,15 @@ def _check_kind(ctx, group, name: str, base: tuple, is_tensorrt: bool) -> None:
                            hint=_gpu_hint(gpus))
         return
     if not group.gpus:
-        if gpus.count == 0:
+        if gpus is not None and gpus.count == 0:
             ctx.report(NO_GPU_AVAILABLE, f"instance group '{name}' has kind KIND_GPU but no GPUs are available",
                        kind_path, hint=_gpu_hint(gpus) + "; or use kind: KIND_CPU")
         return
     for j, gid in enumerate(group.gpus):
-        if gid not in gpus.ids:
+        if gid < 0:
+            ctx.report(INVALID_GPU_ID, f"instance group '{name}' lists gpu id {gid}; GPU ids count from 0",
+                       base + ("gpus", j), hint=_gpu_hint(None))
+        elif gpus is not None and gid not in gpus.ids:
             available = ", ".join(map(str, gpus.ids)) or "none"
             ctx.report(INVALID_GPU_ID, f"instance group '{name}' lists gpu id {gid}, but the available GPU ids are: "
                        f"{available}", base + ("gpus", j), hint=_gpu_hint(gpus))

@@ -8,8 +8,9 @@ so paths and positions match.
 
 from __future__ import annotations
 
-from pathlib import Path
+import posixpath
 
+from tritonctl.repo_schema.context import LABEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
@@ -305,12 +306,24 @@ def _check_input_flags(ctx, io, index: int) -> None:
                    hint="set max_batch_size > 0 with dynamic_batching, or drop allow_ragged_batch")
 
 
+def escapes_directory(relative: str) -> bool:
+    """Whether a path written relative to a directory is absolute or leaves it."""
+    norm = posixpath.normpath(relative.replace("\\", "/"))
+    return posixpath.isabs(norm) or norm == ".." or norm.startswith("../")
+
+
 def _check_label_file(ctx, io, index: int) -> None:
     label = io.label_filename
     path = ("output", index, "label_filename")
+    if escapes_directory(label):
+        ctx.report(LABEL_FILE, f"label file '{label}' of output '{io.name}' is outside the model directory",
+                   path, hint="put the file in the model directory and name it relative to it, e.g. \"labels.txt\"")
+        return
+    if not ctx.can_check(LABEL_FILES):
+        return
     model_dir = ctx.model_dir.resolve()
     target = (model_dir / label).resolve()
-    if Path(label).is_absolute() or not target.is_relative_to(model_dir):
+    if not target.is_relative_to(model_dir):
         ctx.report(LABEL_FILE, f"label file '{label}' of output '{io.name}' is outside the model directory",
                    path, hint="put the file in the model directory and name it relative to it, e.g. \"labels.txt\"")
     elif not target.is_file():

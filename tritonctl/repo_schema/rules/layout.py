@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.repository import CONFIG_FILENAME
 from tritonctl.repo_schema.rules import model_rule, repository_rule
@@ -54,6 +55,15 @@ CONFIG_NEAR_MISS = register(
     often ends in "Could not determine backend" or in a different configuration than
     intended. Rename it to config.pbtxt in the model directory.
     """, "REPO-04")
+NOT_CHECKED = register(
+    "REPO54", "checks that need the repository were not run", "info",
+    """
+    A config file given on its own (or a directory with --config-only) gets every check
+    that needs only the config. What needs the files around it - version directories,
+    model files, label and data files, the models an ensemble runs - is left out and
+    listed once in this line. This is how configs kept in git apart from their weights
+    are linted in CI; validate the model repository itself to run every check.
+    """)
 
 CACHE_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", ".git", ".svn", ".hg", ".idea", ".vscode"})
 # Backends whose default model file name is known; others (custom, python-based) are not checked.
@@ -124,8 +134,8 @@ def _near_miss_configs(model_dir: Path) -> list[Path]:
 
 @model_rule
 def check_config_file_names(ctx) -> None:
-    if is_stray_dir(ctx.name):
-        return
+    if is_stray_dir(ctx.name) or ctx.options.config_only:
+        return  # a config on its own has no model directory around it to judge
     model_dir = ctx.model_dir
     config_name = ctx.source.config_name
     if config_name and not (model_dir / "configs" / f"{config_name}.pbtxt").is_file():
@@ -167,6 +177,8 @@ def check_model_files_present(ctx) -> None:
     if ctx.is_ensemble or is_stray_dir(ctx.name) or ctx.config_path is None:
         return
     if ctx.effective.backend not in DEFAULT_FILES and not ctx.written(("default_model_filename",)):
+        return
+    if not ctx.can_check(MODEL_FILES):
         return
     for version, version_dir in versions_to_load(ctx).items():
         for filename, path in _required_files(ctx):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.rules import model_rule
@@ -272,7 +273,7 @@ def check_onnx_io(ctx, io: ModelIO) -> None:
 
 @model_rule
 def check_onnx_model(ctx) -> None:
-    if ctx.effective.backend != "onnxruntime":
+    if ctx.effective.backend != "onnxruntime" or not ctx.can_check(MODEL_FILES):
         return
     from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
 
@@ -289,7 +290,7 @@ def check_onnx_model(ctx) -> None:
 
 @model_rule
 def check_tensorrt_plan(ctx) -> None:
-    if ctx.effective.backend != "tensorrt":
+    if ctx.effective.backend != "tensorrt" or not ctx.can_check(MODEL_FILES):
         return
     files = _model_files(ctx, "model.plan")
     if not files:
@@ -358,7 +359,7 @@ def _python_diagnostic(ctx, code: str, message: str, file: Path, line: int, col:
 
 @model_rule
 def check_python_model(ctx) -> None:
-    if ctx.effective.backend != "python" or ctx.config_path is None:
+    if ctx.effective.backend != "python" or ctx.config_path is None or not ctx.can_check(MODEL_FILES):
         return
     from tritonctl.repo_schema.modelfiles.python import read_python_model
 

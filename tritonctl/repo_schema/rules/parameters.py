@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.textproto import did_you_mean
@@ -165,8 +166,8 @@ def check_parameters(ctx) -> None:
             continue
         suggestion = did_you_mean(key, keys)
         if backend == "python":
-            if suggestion is None:
-                continue
+            if suggestion is None or not ctx.can_check(MODEL_FILES):
+                continue  # model.py may read any key it likes
             model_code = _model_code(ctx) if model_code is None else model_code
             if key in model_code:
                 continue
@@ -182,6 +183,8 @@ def check_execution_env_path(ctx) -> None:
     if param is None or not param.string_value.startswith(MODEL_DIR_VARIABLE):
         return
     relative = param.string_value[len(MODEL_DIR_VARIABLE):].lstrip("/")
+    if not ctx.can_check(MODEL_FILES):
+        return
     if not (ctx.model_dir / relative).is_file():
         ctx.report(ENV_PATH, f"EXECUTION_ENV_PATH points to {relative!r} in model '{ctx.name}', which does not exist",
                    ("parameters", "EXECUTION_ENV_PATH", "value", "string_value"),

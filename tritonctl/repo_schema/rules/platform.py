@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.textproto import did_you_mean
@@ -149,7 +150,8 @@ def check_platform_and_backend(ctx) -> None:
                        ("platform",), hint="add ensemble_scheduling { step [ ... ] } describing the steps")
         return
     if config.HasField("ensemble_scheduling"):
-        kind = f"platform '{effective.platform}'" if effective.platform else f"backend '{effective.backend}'"
+        kind = (f"platform '{effective.platform}'" if effective.platform else
+                f"backend '{effective.backend}'" if effective.backend else "it sets no platform")
         ctx.report(ENSEMBLE_SCHEDULING, f"model '{ctx.name}' has ensemble_scheduling but is not an ensemble "
                    f"({kind})", ("ensemble_scheduling",),
                    part="key", hint='set platform: "ensemble" (and no backend), or remove ensemble_scheduling')
@@ -182,6 +184,8 @@ def _report_missing_backend(ctx) -> None:
         ctx.report(CUSTOM_FILENAME_NO_BACKEND, f"default_model_filename '{config.default_model_filename}' is not a "
                    "name Triton derives a backend from, and no backend is set", ("default_model_filename",),
                    hint='add backend: "..." (for example backend: "onnxruntime")')
+    elif not ctx.can_check(MODEL_FILES):
+        return  # Triton takes the backend from the model file, which is not here
     else:
         numeric = sorted((v.path for v in ctx.versions if v.version is not None), key=lambda p: p.name)
         if numeric:

@@ -6,6 +6,7 @@ warmup/, initial_state/ and configs/ are never versions (VP-01).
 
 from __future__ import annotations
 
+from tritonctl.repo_schema.context import ENSEMBLE_MEMBERS, VERSION_DIRS
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 
@@ -66,6 +67,8 @@ def selected_versions(policy, available: list[int]) -> list[int]:
 
 @model_rule
 def check_version_dirs(ctx) -> None:
+    if not ctx.can_check(VERSION_DIRS):
+        return
     by_number: dict[int, list[str]] = {}
     for vdir in ctx.versions:
         if vdir.version is not None:
@@ -91,6 +94,13 @@ def _suggest(name: str) -> str:
 @model_rule
 def check_version_policy(ctx) -> None:
     policy = ctx.effective.version_policy
+    if not ctx.can_check(VERSION_DIRS):
+        if policy.WhichOneof("policy_choice") == "latest" and policy.latest.num_versions <= 0:
+            # Nothing to load whatever the directories hold.
+            ctx.report(NOTHING_TO_LOAD, f"version_policy of model '{ctx.name}' loads the latest "
+                       f"{policy.latest.num_versions} versions", ("version_policy", "latest", "num_versions"),
+                       hint="set num_versions: 1 or more")
+        return
     available = available_versions(ctx)
     selected = selected_versions(policy, available)
     choice = policy.WhichOneof("policy_choice")
@@ -124,7 +134,7 @@ def check_version_policy(ctx) -> None:
 
 @model_rule
 def check_ensemble_step_versions(ctx) -> None:
-    if not ctx.is_ensemble or ctx.repository is None:
+    if not ctx.is_ensemble or ctx.repository is None or not ctx.can_check(ENSEMBLE_MEMBERS):
         return
     for i, step in enumerate(ctx.config.ensemble_scheduling.step):
         target = ctx.repository.models.get(step.model_name)

@@ -5,6 +5,7 @@ Warmup on ensembles is the ensemble rules' finding (ENS-02).
 
 from __future__ import annotations
 
+from tritonctl.repo_schema.context import DATA_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -145,6 +146,8 @@ def _check_sample_input(ctx, label: str, path: tuple, key: str, data, inputs: di
 
 def _check_data_file(ctx, label: str, path: tuple, key: str, data) -> None:
     filename = data.input_data_file
+    if not ctx.can_check(DATA_FILES):
+        return
     file = ctx.model_dir / "warmup" / filename
     if not file.is_file():
         ctx.report(DATA_FILE, f"{label} input '{key}' reads warmup/{filename}, which does not exist in "
