@@ -130,9 +130,13 @@ def test_external_data_file_absent_is_still_checked(tmp_path):
 def test_corrupt_model_is_a_clear_error(tmp_path):
     model_dir = tmp_path / "repo" / "m"
     write_model(model_dir, cfg(8, IN, OUT), ["1/"])
-    (model_dir / "1" / "model.onnx").write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
+    (model_dir / "1" / "model.onnx").write_bytes(b"\x08\x07\x12\x03abc\xff\xff")  # a truncated download
     found = [d for d in validate_paths([tmp_path / "repo"]).diagnostics if d.model == "m"]
     assert codes(found) == ["MF01"] and "not a valid ONNX model" in found[0].message
+    # A Git LFS pointer is named as such (tests/unit/test_model_file_diagnostics.py).
+    (model_dir / "1" / "model.onnx").write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
+    found = [d for d in validate_paths([tmp_path / "repo"]).diagnostics if d.model == "m"]
+    assert codes(found) == ["MF02"]
 
 
 def test_model_onnx_directory_is_read(tmp_path):

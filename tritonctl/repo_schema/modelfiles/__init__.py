@@ -30,3 +30,49 @@ class ModelIO:
 
 class ModelFileError(Exception):
     """The model file cannot be read (corrupt, truncated, not this format)."""
+
+
+# The first line of a Git LFS pointer file (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md);
+# "hawser" is the name of the pre-release spec, still found in old repositories.
+_LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
+_LFS_POINTER_MAX = 1024  # the spec keeps pointer files below 1024 bytes
+
+
+def git_lfs_pointer_size(path) -> int | None:
+    """When ``path`` is a Git LFS pointer instead of the file it stands for: the real
+    file's size in bytes (0 when the pointer does not say). None for any other file."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_LFS_POINTER_MAX + 1)
+    except OSError:
+        return None
+    if len(head) > _LFS_POINTER_MAX or not head.startswith(_LFS_VERSIONS):
+        return None
+    for line in head.decode("utf-8", errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "size" and value.strip().isdigit():
+            return int(value.strip())
+    return 0
+
+
+def lfs_pointer_problem(path) -> str | None:
+    """"<name> is a Git LFS pointer to a file of 97.8 MiB, not the model itself" for a
+    pointer file; None for any other file."""
+    size = git_lfs_pointer_size(path)
+    if size is None:
+        return None
+    real = f" of {_size_text(size)}" if size else ""
+    return f"{path.name} is a Git LFS pointer to a file{real}, not the model itself"
+
+
+LFS_HINT = "run `git lfs pull` in the repository (after `git lfs install`) to fetch the model file"
+
+
+def _size_text(size: float) -> str:
+    if size < 1024:
+        return f"{int(size)} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if size < 1024 or unit == "TiB":
+            break
+    return f"{size:.1f} {unit}"

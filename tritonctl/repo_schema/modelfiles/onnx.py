@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
+from tritonctl.repo_schema.modelfiles import LFS_HINT, ModelFileError, ModelIO, TensorInfo, lfs_pointer_problem
 from tritonctl.repo_schema.schema import onnx_pb2
 
 # onnx TensorProto.DataType number -> (ONNX name, Triton config type)
@@ -60,6 +60,9 @@ def _read_onnx_io(file: Path, mtime_ns: int, size: int) -> ModelIO:
     try:
         model.ParseFromString(data)
     except Exception:  # protobuf's DecodeError
+        pointer = lfs_pointer_problem(file)
+        if pointer:
+            raise ModelFileError(f"{pointer}: {LFS_HINT}") from None
         raise ModelFileError(f"{file.name} is not a valid ONNX model (protobuf decoding failed)") from None
     if not model.HasField("graph"):
         raise ModelFileError(f"{file.name} is not a valid ONNX model (it has no graph)")

@@ -11,7 +11,7 @@ import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
+from tritonctl.repo_schema.modelfiles import LFS_HINT, ModelFileError, ModelIO, TensorInfo, lfs_pointer_problem
 
 # tensorrt.DataType member name -> Triton config type
 TRT_TO_TRITON = {
@@ -70,6 +70,9 @@ def read_plan_io(path: Path) -> PlanIO:
         data = path.read_bytes()
     except OSError as exc:
         raise ModelFileError(f"cannot read {path}: {exc.strerror}") from None
+    pointer = lfs_pointer_problem(path)
+    if pointer:
+        raise ModelFileError(f"{pointer}: {LFS_HINT}")
     runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
     engine = runtime.deserialize_cuda_engine(data)
     if engine is None:

@@ -21,6 +21,16 @@ MISSING_MODEL_FILE = register(
     '<inst>'" (the Python backend fails with "Python model file not found"). Put
     the file into the version directory, or fix default_model_filename.
     """, "PB-10")
+FILENAME_IS_A_PATH = register(
+    "PB11", "model file name with a path separator or '..'", "error",
+    """
+    default_model_filename and the values of cc_model_filenames name a file inside each
+    version directory: the backend joins <model>/<version>/<name>. A name with `/`, `\\`
+    or `..` reaches outside that directory (DALI refuses such names, Triton's QA case
+    model6_invalid_default_model_filename), or into a subdirectory that version
+    policies, repository agents and `tritonctl build` never look at. Write the plain
+    file name, e.g. "model.onnx", and put the file into the version directory.
+    """, "PB-10")
 STRAY_ROOT_DIR = register(
     "REPO50", "hidden or stray directory in the repository root", "warning",
     """
@@ -162,14 +172,40 @@ def check_config_file_names(ctx) -> None:
                    hint=f"rename it to {model_dir.name}/config.pbtxt", file=path)
 
 
-def _required_files(ctx) -> list[tuple[str, tuple]]:
-    """(file name, config path to point at) that each loaded version needs."""
+def required_files(ctx) -> list[tuple[str, tuple]]:
+    """(file name, config path to point at) that each loaded version needs; names that
+    are paths are PB11's finding and left out."""
     config = ctx.effective
     cc_files = dict(config.cc_model_filenames)
     if cc_files:
-        return [(name, ("cc_model_filenames", key, "value")) for key, name in sorted(cc_files.items())]
+        return [(name, ("cc_model_filenames", key, "value")) for key, name in sorted(cc_files.items())
+                if not path_problem(name)]
     filename = config.default_model_filename or DEFAULT_FILES.get(config.backend, "")
-    return [(filename, anchor(ctx))] if filename else []
+    return [(filename, anchor(ctx))] if filename and not path_problem(filename) else []
+
+
+def path_problem(name: str) -> str | None:
+    """Why a model file name is not a plain file name, or None."""
+    if "/" in name or "\\" in name:
+        return "contains a path separator"
+    if name in (".", ".."):
+        return "names a directory, not a file"
+    return None
+
+
+@model_rule
+def check_model_file_names(ctx) -> None:
+    named = [(ctx.config.default_model_filename, ("default_model_filename",), "default_model_filename")]
+    named += [(value, ("cc_model_filenames", key, "value"), f"cc_model_filenames[{key!r}]")
+              for key, value in sorted(ctx.config.cc_model_filenames.items())]
+    for name, path, what in named:
+        problem = path_problem(name) if name else None
+        if problem:
+            plain = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+            plain = plain if plain not in ("", ".", "..") else "model.onnx"
+            ctx.report(FILENAME_IS_A_PATH, f"{what} '{name}' {problem}; Triton looks for the file in each "
+                       "version directory", path,
+                       hint=f'write only the file name (e.g. "{plain}") and put the file into the version directory')
 
 
 @model_rule
@@ -181,7 +217,7 @@ def check_model_files_present(ctx) -> None:
     if not ctx.can_check(MODEL_FILES):
         return
     for version, version_dir in versions_to_load(ctx).items():
-        for filename, path in _required_files(ctx):
+        for filename, path in required_files(ctx):
             target = version_dir / filename
             if filename == "model.onnx" and target.is_dir():
                 if not (target / "model.onnx").is_file():

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
-from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
+from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
+                                              lfs_pointer_problem)
 from tritonctl.repo_schema.rules import model_rule
-from tritonctl.repo_schema.rules.layout import anchor, versions_to_load
+from tritonctl.repo_schema.rules.layout import DEFAULT_FILES, anchor, required_files, versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
 UNREADABLE = register(
@@ -17,7 +18,17 @@ UNREADABLE = register(
     """
     The model file in a version directory cannot be parsed (for ONNX: the protobuf does
     not decode, or it has no graph). Triton fails the version when the backend opens it.
-    Re-export the model; a truncated download or a Git LFS pointer file are common causes.
+    Re-export the model; a truncated download is a common cause (a Git LFS pointer file
+    in place of the model is reported as MF02).
+    """, "PB-10")
+LFS_POINTER = register(
+    "MF02", "model file is a Git LFS pointer", "error",
+    """
+    The file in the version directory is a Git LFS pointer - a few lines naming the real
+    file's hash and size - not the model itself: the repository was cloned without Git
+    LFS, or the objects were never fetched. Triton fails when the backend opens it (for
+    ONNX: "protobuf parsing failed"). Run `git lfs install` and `git lfs pull` in the
+    repository (or download the model file) and validate again.
     """, "PB-10")
 INPUT_COUNT = register(
     "ORT01", "config and ONNX model disagree on the number of inputs", "error",
@@ -167,13 +178,38 @@ def _dims_ok(config_full: tuple, model: tuple, exact: bool) -> bool:
 
 
 def _model_files(ctx, default: str) -> list[tuple[int, Path]]:
+    """(version, file) of the loaded versions whose model file is there; Git LFS pointers
+    are left out (MF02 reports them)."""
     filename = ctx.effective.default_model_filename or default
-    return [(v, d / filename) for v, d in versions_to_load(ctx).items() if (d / filename).exists()]
+    return [(v, d / filename) for v, d in versions_to_load(ctx).items()
+            if (d / filename).exists() and git_lfs_pointer_size(_real_file(d / filename)) is None]
+
+
+def _real_file(path: Path) -> Path:
+    """The file a model path names: model.onnx may be a directory holding model.onnx."""
+    return path / path.name if path.is_dir() else path
+
+
+@model_rule
+def check_lfs_pointers(ctx) -> None:
+    if ctx.is_ensemble or ctx.config_path is None:
+        return
+    if ctx.effective.backend not in DEFAULT_FILES and not ctx.written(("default_model_filename",)):
+        return
+    if not ctx.can_check(MODEL_FILES):
+        return
+    for version_dir in versions_to_load(ctx).values():
+        for filename, path in required_files(ctx):
+            file = _real_file(version_dir / filename)
+            problem = lfs_pointer_problem(file) if file.is_file() else None
+            if problem:
+                where = file.parent.relative_to(ctx.model_dir).as_posix()
+                ctx.report(LFS_POINTER, f"{where}/{problem}", path, hint=LFS_HINT)
 
 
 def _report_unreadable(ctx, exc: Exception, file: Path) -> None:
     ctx.report(UNREADABLE, f"{file.parent.name}/{file.name}: {exc}", anchor(ctx),
-               hint="re-export the model file (a truncated copy or a Git LFS pointer is a common cause)")
+               hint="re-export the model file (a truncated copy is a common cause)")
 
 
 def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, batching: bool,
