@@ -124,8 +124,9 @@ def test_explain_unknown_code_suggests(capsys):
 def test_list_codes(capsys):
     code, out, _ = cli(capsys, "validate", "--list-codes")
     assert code == 0
-    assert out.splitlines()[0].split() == ["CODE", "SEVERITY", "TITLE", "TRITON", "RULE"]
-    assert re.search(r"^TXT02\s+error\s+unknown field\s+TXT-02$", out, re.M)
+    assert out.splitlines()[0].split() == ["CODE", "SEVERITY", "FIX", "TITLE", "TRITON", "RULE"]
+    assert re.search(r"^TXT02\s+error\s+yes\s+unknown field\s+TXT-02$", out, re.M)
+    assert re.search(r"^TXT05\s+error\s+-\s+two members of a oneof are set\s+TXT-05$", out, re.M)
 
 
 def test_help_has_examples(capsys):

@@ -32,6 +32,7 @@ repository. GPU ids and KIND_GPU are checked against the target server's GPUs gi
 with --gpus N (or TRITONCTL_ASSUME_GPUS=N), or this machine's with --gpus local.
 
 Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage error.
+After --fix (or --diff) it is about what remains (or would remain) after the fixes.
 
 [bold]Examples[/bold]
 
@@ -46,6 +47,10 @@ Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage er
   tritonctl validate models/ --format sarif --output tritonctl.sarif
 
   tritonctl validate models/ --strict --ignore TXT52 --ignore IO51
+
+  tritonctl validate models/ --fix
+
+  tritonctl validate models/ --diff
 
   tritonctl validate --explain IO03
 
@@ -77,6 +82,10 @@ def validate(
     color: ColorChoice = typer.Option(ColorChoice.auto, "--color",
                                       help="Colour the text format: auto means on a terminal, unless NO_COLOR "
                                       "is set."),
+    fix: bool = typer.Option(False, "--fix", help="Apply the unambiguous fixes to the config files (comments and "
+                             "layout kept), print them as a unified diff, then report what remains."),
+    diff: bool = typer.Option(False, "--diff", help="Print the fixes --fix would make as a unified diff; "
+                              "write nothing."),
 ) -> None:
     if explain is not None:
         from tritonctl.repo_schema.render.codes import explain_text
@@ -102,8 +111,16 @@ def validate(
         options = CheckOptions(config_only=config_only, gpus=target_gpus(gpus))
     except ValueError as exc:
         raise CliError(f"{exc} (from --gpus or TRITONCTL_ASSUME_GPUS)", 2) from None
+
+    def run():
+        return validate_paths(list(paths), model_config_name, ignored, options)
+
     try:
-        report = validate_paths(list(paths), model_config_name, ignored, options)
+        if fix or diff:
+            report = _apply_fixes(run, write=not diff, output=output, diff_to_stderr=output_format.value != "text")
+            if diff:
+                raise typer.Exit(1 if report.errors > 0 or (strict and report.warnings > 0) else 0)
+        report = run()
     except UsageError as exc:
         raise CliError(str(exc), 2) from None
     to_file = output is not None and str(output) != "-"
@@ -114,6 +131,31 @@ def validate(
         typer.echo(f"wrote {output}: {summary_line(report)}", err=True)
     failed = report.errors > 0 or (strict and report.warnings > 0)
     raise typer.Exit(1 if failed else 0)
+
+
+def _apply_fixes(run, write: bool, output: Path | None, diff_to_stderr: bool):
+    """--fix / --diff: the diff goes to standard output (standard error when the report there is
+    machine-readable); a summary line to standard error. Returns the report after the fixes."""
+    from tritonctl.repo_schema.fixes import fix_to_fixed_point
+    from tritonctl.repo_schema.render import summary_line
+
+    outcome = fix_to_fixed_point(run)
+    text = outcome.diff()
+    if write:
+        try:
+            outcome.write()
+        except OSError as exc:
+            raise CliError(f"cannot write the fixes: {exc.strerror or exc} ({exc.filename})", 2) from None
+        if text:
+            (sys.stderr if diff_to_stderr else sys.stdout).write(text)
+    else:
+        _emit(text, output)
+    files = len(outcome.changes)
+    done = "fixed" if write else "would fix"
+    remains = "remains" if write else "would remain"
+    typer.echo(f"{done} {outcome.fixed} problem{'s' if outcome.fixed != 1 else ''} in {files} "
+               f"file{'s' if files != 1 else ''}; {remains}: {summary_line(outcome.report)}", err=True)
+    return outcome.report
 
 
 def _known_code(text: str) -> str:

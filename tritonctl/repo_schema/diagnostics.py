@@ -8,7 +8,7 @@ registered once with a title, a default severity and a long explanation that
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -42,6 +42,7 @@ class CodeInfo:
     severity: Severity
     explanation: str
     triton_rule: str = ""  # the rule ID in Triton's behaviour catalogue, when it mirrors one
+    fix: str = ""  # what `tritonctl validate --fix` does about it; empty when it is never fixed automatically
 
 
 @dataclass
@@ -90,6 +91,11 @@ def register(code: str, title: str, severity: Severity | str, explanation: str, 
     return code
 
 
+def register_fix(code: str, description: str) -> None:
+    """Mark a registered code as fixable by ``validate --fix``, saying what the fix does."""
+    _REGISTRY[code] = replace(_REGISTRY[code], fix=description.strip())
+
+
 def code_info(code: str) -> CodeInfo:
     _load_all_codes()
     return _REGISTRY[code]
@@ -102,5 +108,6 @@ def all_codes() -> dict[str, CodeInfo]:
 
 def _load_all_codes() -> None:
     # Codes are declared next to the rules that emit them; importing the rule
-    # package registers every one.
+    # package registers every one, and the fixes package marks the fixable ones.
     from tritonctl.repo_schema import rules  # noqa: F401
+    from tritonctl.repo_schema import fixes  # noqa: F401

@@ -4,6 +4,8 @@ which config file each one uses, and its version directories."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +16,27 @@ from tritonctl.repo_schema.schema import model_config_pb2
 CONFIG_FILENAME = "config.pbtxt"
 # Subdirectories of a model that Triton never treats as versions (VP-01).
 SPECIAL_SUBDIRS = frozenset({"warmup", "initial_state", "configs"})
+# Config texts that stand in for the files on disk (``validate --fix`` checks its edits before writing).
+_CONFIG_OVERLAY: ContextVar[dict[Path, str] | None] = ContextVar("config_overlay", default=None)
+
+
+@contextmanager
+def config_overlay(texts: dict[Path, str]):
+    """Read these texts instead of the files at their (resolved) paths while the block runs."""
+    token = _CONFIG_OVERLAY.set({path.resolve(): text for path, text in texts.items()})
+    try:
+        yield
+    finally:
+        _CONFIG_OVERLAY.reset(token)
+
+
+def read_config_text(path: Path) -> str:
+    overlay = _CONFIG_OVERLAY.get()
+    if overlay:
+        text = overlay.get(path.resolve())
+        if text is not None:
+            return text
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -95,7 +118,7 @@ class ModelSource:
         model_config = model_config_pb2().ModelConfig
         if not self.has_config:
             return textproto.parse("", model_config, None)
-        text = self.config_path.read_text(encoding="utf-8", errors="replace")
+        text = read_config_text(self.config_path)
         return textproto.parse(text, model_config, self.config_path)
 
     @cached_property

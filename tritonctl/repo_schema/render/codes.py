@@ -51,10 +51,11 @@ def mirrors(info: CodeInfo) -> str:
 def codes_table() -> str:
     codes = all_codes()
     width = max((len(info.title) for info in codes.values()), default=0)
-    lines = [f"{'CODE':<7} {'SEVERITY':<8} {'TITLE':<{width}}  TRITON RULE"]
+    lines = [f"{'CODE':<7} {'SEVERITY':<8} {'FIX':<3} {'TITLE':<{width}}  TRITON RULE"]
     for info in codes.values():
-        lines.append(f"{info.code:<7} {info.severity.value:<8} {info.title:<{width}}  {info.triton_rule or '-'}"
-                     .rstrip())
+        fix = "yes" if info.fix else "-"
+        lines.append(f"{info.code:<7} {info.severity.value:<8} {fix:<3} {info.title:<{width}}  "
+                     f"{info.triton_rule or '-'}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -65,10 +66,17 @@ def explain_text(code: str) -> str:
     info = all_codes()[code]
     out = [f"{info.code}: {info.title}", "",
            f"severity: {info.severity.value}",
-           f"mirrors:  {mirrors(info)}", ""]
+           f"mirrors:  {mirrors(info)}",
+           f"fixable:  {'yes, with tritonctl validate --fix (--diff to preview)' if info.fix else 'no'}", ""]
     for paragraph in reflow(info.explanation):
         indent = "  " if paragraph.startswith(("- ", "* ")) else ""
         out.extend(textwrap.wrap(paragraph, WIDTH, subsequent_indent=indent, break_on_hyphens=False))
+        out.append("")
+    if info.fix:
+        out.append("What --fix does:")
+        for paragraph in reflow(info.fix):
+            out.extend(textwrap.wrap(paragraph, WIDTH, initial_indent="  ", subsequent_indent="  ",
+                                     break_on_hyphens=False))
         out.append("")
     run = example_output(code)
     if run is None:
