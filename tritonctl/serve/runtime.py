@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
@@ -46,8 +47,9 @@ class ServerRuntime:
         self.options = options
         cache_bytes = parse_cache_config(options.cache_config)  # CacheConfigError (a ValueError) when bad
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
-        self.manager = ModelManager(options.repository, options.control_mode, options.model_config_name,
-                                    options.strict_readiness, options.exit_timeout_secs, self.response_cache)
+        self.manager = ModelManager(options.repository, backends.registry(), options.control_mode,
+                                    options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
+                                    self.response_cache)
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
         self.server = InferenceServer(self.manager, trace)
         self.http_port: int | None = None

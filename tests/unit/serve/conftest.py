@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
+from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler
 from tritonctl.serve.core.stats import ModelStats
 
 
@@ -12,10 +12,10 @@ from tritonctl.serve.core.stats import ModelStats
 def scheduler_factory():
     """Makes schedulers of model "m" whose instances run batches with ``instance.run``; stops
     them all afterwards."""
-    made: list[Scheduler] = []
+    made: list[DynamicBatchScheduler] = []
 
-    def make(options: BatchingOptions, instance, count: int = 1) -> Scheduler:
-        scheduler = Scheduler("m", options, [object()] * count, instance.run, ModelStats("m", "1"))
+    def make(options: BatchingOptions, instance, count: int = 1) -> DynamicBatchScheduler:
+        scheduler = DynamicBatchScheduler("m", options, [object()] * count, instance.run, ModelStats("m", "1"))
         made.append(scheduler)
         return scheduler
 

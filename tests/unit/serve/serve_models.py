@@ -111,10 +111,11 @@ def standard_repository(repo: Path) -> Path:
 @contextlib.contextmanager
 def loaded_server(repo: Path):
     """An in-process InferenceServer with every model of ``repo`` loaded; stopped afterwards."""
+    from tritonctl.serve.backends import registry
     from tritonctl.serve.core.manager import ModelManager
     from tritonctl.serve.core.server import InferenceServer
 
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     manager.load_all()
     try:
         yield InferenceServer(manager)

@@ -23,6 +23,7 @@ from tritonctl.repo_schema.validate import validate_paths
 from tritonctl.serve.core.cache import (CacheConfigError, ResponseCache, parse_cache_config, request_key,
                                         response_bytes)
 from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.backends import registry
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.ragged import RaggedLayout, batch_input_value, scatter, scatter_shapes
 from tritonctl.serve.core.scheduler import BatchingOptions, QueuePolicy
@@ -256,11 +257,11 @@ def test_bad_cache_config_says_what_to_write(value, message):
 def test_model_with_cache_on_a_server_without_one_loads_and_runs_uncached(tmp_path):
     write_add_sub(tmp_path, "cached", extra="response_cache { enable: true }")
     write_add_sub(tmp_path, "plain")
-    without = ModelManager(tmp_path)
+    without = ModelManager(tmp_path, registry())
     without.load_all()
     assert without.get("cached").response_cache is None and not without.get("cached").stats.cache_enabled
     cache = ResponseCache(1 << 20)
-    with_cache = ModelManager(tmp_path, response_cache=cache)
+    with_cache = ModelManager(tmp_path, registry(), response_cache=cache)
     with_cache.load_all()
     assert with_cache.get("cached").response_cache is cache and with_cache.get("cached").stats.cache_enabled
     assert with_cache.get("plain").response_cache is None

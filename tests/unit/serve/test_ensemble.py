@@ -12,6 +12,7 @@ import pytest
 
 from serve_models import loaded_server, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
+from tritonctl.serve.backends import registry
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
 
@@ -138,7 +139,7 @@ def test_a_failing_step_fails_the_request_naming_the_step(server):
 def test_an_ensemble_whose_step_model_is_missing_does_not_load(tmp_path):
     repo = tmp_path / "repo"
     write_ensemble(repo, "orphan", ["A"], ["B"], [step("absent", {"X": "A"}, {"Y": "B"})])
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     manager.load_all()
     (row,) = manager.index()
     assert row["state"] == "UNAVAILABLE" and "absent" in row["reason"]
@@ -147,7 +148,7 @@ def test_an_ensemble_whose_step_model_is_missing_does_not_load(tmp_path):
 def test_poll_loads_a_new_ensemble_after_its_new_step_model(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    manager = ModelManager(repo, control_mode="poll")
+    manager = ModelManager(repo, registry(), control_mode="poll")
     manager.load_all()
     write_add_sub(repo, "z_add_sub")
     write_ensemble(repo, "a_sum", ["A", "B"], ["S"], [

@@ -10,6 +10,7 @@ import pytest
 
 from serve_models import loaded_server, standard_repository, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
+from tritonctl.serve.backends import registry
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.types import InferRequest, InferTensor
@@ -96,7 +97,7 @@ def test_version_policies(tmp_path):
     write_add_sub(repo, "all", versions=(1, 2), extra="version_policy { all { } }")
     write_add_sub(repo, "specific", versions=(1, 2, 3), extra="version_policy { specific { versions: [1, 3] } }")
     write_add_sub(repo, "default", versions=(1, 5))
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     try:
         manager.load_all()
         assert manager.ready_versions("latest2") == ["2", "3"]
@@ -137,7 +138,7 @@ def test_kind_gpu_without_a_gpu_is_a_clear_load_error(tmp_path):
     repo = tmp_path / "repo"
     write_add_sub(repo, "gpu_model").joinpath("config.pbtxt").write_text(
         (repo / "gpu_model" / "config.pbtxt").read_text().replace("KIND_CPU", "KIND_GPU"))
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     with pytest.raises(ServeError) as caught:
         manager.load("gpu_model")
     assert "KIND_GPU" in caught.value.message and "no GPUs are available" in caught.value.message
@@ -149,7 +150,7 @@ def test_poll_loads_new_reloads_changed_and_unloads_removed_models(tmp_path):
 
     repo = tmp_path / "repo"
     write_add_sub(repo, "first")
-    manager = ModelManager(repo, control_mode="poll")
+    manager = ModelManager(repo, registry(), control_mode="poll")
     try:
         manager.load_all()
         first = manager.get("first")
@@ -175,7 +176,7 @@ def test_classification_returns_top_values_with_labels(tmp_path):
     config.write_text(config.read_text().replace(
         '{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }',
         '{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" }'))
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     manager.load_all()
     server = InferenceServer(manager)
     try:
@@ -216,7 +217,7 @@ def test_a_failing_execution_is_a_500_and_the_model_keeps_serving(tmp_path):
         'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
         'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]\n'
         'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
-    manager = ModelManager(repo)
+    manager = ModelManager(repo, registry())
     manager.load_all()
     server = InferenceServer(manager)
     try:

@@ -13,7 +13,7 @@ from google.protobuf import text_format
 from sequence_models import STATE_CONFIG, state_onnx
 
 from tritonctl.repo_schema.schema import model_config_pb2
-from tritonctl.serve.backends.base import BackendLoadError, InstanceSpec
+from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec
 from tritonctl.serve.backends.onnxruntime import OnnxRuntimeBackend
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.sequence import SequenceOptions, SequenceScheduler

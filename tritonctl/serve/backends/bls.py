@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import queue
 import sys
-import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -52,7 +51,6 @@ CALLER: ContextVar[Caller | None] = ContextVar("tritonctl_bls_caller", default=N
 # A weakref to its instance, in every model module's globals: finds the caller of a BLS call made
 # in a thread the model started (no context there).
 INSTANCE_GLOBAL = "__tritonctl_model_instance__"
-_SERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # instance -> weakref to its server
 
 
 def current_caller() -> Caller:
@@ -71,17 +69,13 @@ def current_caller() -> Caller:
 
 
 def _server_of(backend):
-    """The server whose model manager holds ``backend`` (found once, then remembered)."""
-    ref = _SERVERS.get(backend)
-    server = ref() if ref is not None else None
-    if server is None:
-        from tritonctl.serve.core.server import InferenceServer
-
-        server = next((s for s in list(InferenceServer.running) if _serves(s, backend)), None)
-        if server is None:
+    """The server that serves ``backend`` (python.PythonBackend), as its load handed it over."""
+    server = backend.host.server
+    if not backend.bls_ready:
+        if server is None or not _serves(server, backend):
             raise pb_utils.TritonModelException(f"model instance '{backend.instance.name}' is not serving (yet): BLS "
                                                 "requests work in execute(), not in initialize() or finalize()")
-        _SERVERS[backend] = weakref.ref(server)
+        backend.bls_ready = True
     return server
 
 

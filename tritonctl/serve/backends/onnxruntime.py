@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonctl.serve.backends.base import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
+from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
 # ONNX tensor type names as onnxruntime reports them -> Triton config data types.
 ORT_TO_TRITON = {

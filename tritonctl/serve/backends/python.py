@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.serve.backends import bls, bls_deadlock, pb_utils
-from tritonctl.serve.backends.base import BackendLoadError, InstanceSpec, RequestBackend
+from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
 
@@ -92,8 +92,10 @@ def execute_failure(exc: BaseException) -> str:
 
 
 class PythonBackend(RequestBackend):
-    def __init__(self, config, model_dir: Path, version_dir: Path, instance: InstanceSpec):
+    def __init__(self, config, model_dir: Path, version_dir: Path, instance: InstanceSpec,
+                 host: ServerHandle | None = None):
         super().__init__(config, version_dir, instance)
+        self.host = host if host is not None else ServerHandle()  # the server BLS requests go to
         if config.sequence_batching.state:
             raise BackendLoadError(
                 f"unable to load model '{config.name}': the python backend cannot use implicit state "
@@ -110,6 +112,7 @@ class PythonBackend(RequestBackend):
         self.version = int(version_dir.name)
         self._event_loop: ModelEventLoop | None = None  # started by the first ``async def execute``
         self._caller = bls.Caller(self, holds_instance=True)  # who runs BLS requests during execute()
+        self.bls_ready = False  # set by the first BLS request, once this instance is found serving
         self.model = self._create()
         self._initialize(model_dir)
 

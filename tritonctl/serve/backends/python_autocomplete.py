@@ -13,7 +13,7 @@ from pathlib import Path
 from tritonctl.repo_schema.autocomplete import model_version_dir
 from tritonctl.repo_schema.modelfiles.python import read_python_model
 from tritonctl.serve.backends import pb_utils
-from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.backends.python import describe, exec_model_file
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.schema import model_config_pb2
+from tritonctl.serve.core.backend_api import BackendLoadError, CompleteConfig
 
 
 @dataclass
@@ -46,17 +47,20 @@ def _error(model_dir: Path, message: str) -> LoadedConfig:
     return LoadedConfig(None, [Diagnostic("SERVE", Severity.ERROR, message, model_dir, model=model_dir.name)])
 
 
-def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None) -> LoadedConfig:
+def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None,
+                complete: CompleteConfig | None = None) -> LoadedConfig:
     """The config to serve ``model_dir`` with, and everything found wrong with it.
 
     An ``override_json`` (the repository API's ``config`` parameter) replaces the file on disk.
+    ``complete``: the backends' auto-complete hook (``BackendRegistry.complete_config``), run on
+    a config without errors.
     """
     if override_json is not None:
         loaded = _from_override(model_dir, override_json)
     else:
         loaded = _from_disk(model_dir, config_name)
-    if loaded.config is not None and loaded.config.backend == "python" and not loaded.errors:
-        _complete_python(model_dir, loaded)
+    if complete is not None and loaded.config is not None and not loaded.errors:
+        _complete(model_dir, loaded, complete)
     return loaded
 
 
@@ -74,14 +78,14 @@ def _from_disk(model_dir: Path, config_name: str | None) -> LoadedConfig:
     return LoadedConfig(config, diagnostics)
 
 
-def _complete_python(model_dir: Path, loaded: LoadedConfig) -> None:
-    """Let a Python model's ``auto_complete_config`` fill in its config (Triton's Python backend)."""
+def _complete(model_dir: Path, loaded: LoadedConfig, complete: CompleteConfig) -> None:
+    """Let the model's backend fill in its config (e.g. a Python model's ``auto_complete_config``)."""
     from tritonctl.repo_schema.normalize import core_normalize
-    from tritonctl.serve.backends.base import BackendLoadError
-    from tritonctl.serve.backends.python_autocomplete import complete_config
 
     try:
-        loaded.config = core_normalize(complete_config(loaded.config, model_dir), model_dir)
+        completed = complete(loaded.config, model_dir)
+        if completed is not loaded.config:
+            loaded.config = core_normalize(completed, model_dir)
     except BackendLoadError as exc:
         loaded.diagnostics.append(_error(model_dir, str(exc)).diagnostics[0])
 

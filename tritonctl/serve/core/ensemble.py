@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, unavailable
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
@@ -89,6 +89,12 @@ class EnsembleScheduler:
         with self._cond:
             self._accepting = False
             return self._cond.wait_for(lambda: self._in_flight == 0, timeout_s)
+
+    def hold_in_order(self, request: InferRequest) -> None:
+        """Nothing to wait for: an ensemble's requests are answered as their steps finish."""
+
+    def fail_queued(self, error: ServeError) -> None:
+        """Nothing is queued here: the steps of the requests in flight queue on their models."""
 
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonctl.repo_schema.repository import model_dirs, version_dirs
-from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.backend_api import BackendLoadError, BackendRegistry, ServerHandle
 from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
@@ -74,10 +74,15 @@ def fingerprint(model_dir: Path) -> tuple:
 
 
 class ModelManager:
-    def __init__(self, repository: Path, control_mode: str = "none", config_name: str | None = None,
-                 strict_readiness: bool = True, drain_timeout_s: float = 30.0,
+    """``backends``: the backends models may name (the runtime registers them); ``host``: the
+    handle every instance gets, set to the server once one runs over this manager."""
+
+    def __init__(self, repository: Path, backends: BackendRegistry, control_mode: str = "none",
+                 config_name: str | None = None, strict_readiness: bool = True, drain_timeout_s: float = 30.0,
                  response_cache: ResponseCache | None = None):
         self.repository = repository
+        self.backends = backends
+        self.host = ServerHandle()
         self.response_cache = response_cache  # the server's cache, shared by every model
         self.control_mode = control_mode
         self.config_name = config_name
@@ -121,7 +126,7 @@ class ModelManager:
             raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
         with self._lock:
             old = self.models.get(name)
-            loaded = load_config(model_dir, self.config_name, config_override)
+            loaded = load_config(model_dir, self.config_name, config_override, self.backends.complete_config)
             entry = ModelEntry(name, model_dir, fingerprint=fingerprint(model_dir),
                                overridden=config_override is not None)
             if loaded.errors or loaded.config is None:
@@ -149,7 +154,8 @@ class ModelManager:
 
                         entry.versions[version] = EnsembleVersion(config, version, model_dir, self.get)
                     else:
-                        entry.versions[version] = ModelVersion.load(config, version, model_dir, self.response_cache)
+                        entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends, self.host,
+                                                                   self.response_cache)
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:

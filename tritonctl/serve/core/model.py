@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.repo_schema.schema import wire_datatype
-from tritonctl.serve.backends.base import (BackendLoadError, InstanceSpec, ModelInstance, RequestBackend,
-                                           create_backend)
+from tritonctl.serve.core.backend_api import (BackendLoadError, BackendRegistry, InstanceSpec, LoadRequest,
+                                              ModelInstance, RequestBackend, ServerHandle)
 from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
 from tritonctl.serve.core.responder import Responder
-from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
+from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
@@ -59,11 +59,12 @@ class ModelVersion:
                 and not config.model_transaction_policy.decoupled:
             self.response_cache = response_cache  # None when the server has no cache: served uncached
             self.stats.cache_enabled = response_cache is not None
+        self.scheduler: Scheduler
         if config.HasField("sequence_batching"):
             self.scheduler = self._sequence_scheduler(config, model_dir, instances)
         else:
-            self.scheduler = Scheduler(self.name, BatchingOptions.from_config(config), instances, self._run_batch,
-                                       self.stats)
+            self.scheduler = DynamicBatchScheduler(self.name, BatchingOptions.from_config(config), instances,
+                                                   self._run_batch, self.stats)
 
     def _sequence_scheduler(self, config, model_dir: Path, instances: list[ModelInstance]):
         from tritonctl.serve.core.sequence import SequenceScheduler
@@ -99,13 +100,15 @@ class ModelVersion:
         self.responder = Responder(self)
 
     @classmethod
-    def load(cls, config, version: int, model_dir: Path,
+    def load(cls, config, version: int, model_dir: Path, backends: BackendRegistry, host: ServerHandle,
              response_cache: ResponseCache | None = None) -> "ModelVersion":
+        """The version with its instances, made by the config's backend in ``backends``;
+        ``host``: the server handle the instances get."""
         version_dir = model_dir / str(version)
         instances: list[ModelInstance] = []
         try:
             for spec in instance_specs(config):
-                instances.append(create_backend(config, model_dir, version_dir, spec))
+                instances.append(backends.create(LoadRequest(config, model_dir, version_dir, spec, host)))
         except BackendLoadError:
             for instance in instances:
                 instance.close()

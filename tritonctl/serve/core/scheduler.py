@@ -6,8 +6,10 @@ so batches grow naturally while every instance is busy. Batching off (no ``dynam
 is the same scheduler handing requests over one at a time.
 
 A worker waiting out a short queue delay for a lone request polls instead of sleeping (see
-``Scheduler._poll``): at low load the CPUs would otherwise halt during the delay, and a CPU back
-from a halt runs the batch, the model and the reply markedly slower.
+``DynamicBatchScheduler._poll``): at low load the CPUs would otherwise halt during the delay, and
+a CPU back from a halt runs the batch, the model and the reply markedly slower.
+
+``Scheduler`` states what every scheduler of a model version provides.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from tritonctl.serve.core.errors import ServeError, Status, unavailable
 from tritonctl.serve.core.ordering import OrderedCompletions
@@ -98,7 +100,33 @@ POLL_MAX_S = 0.005
 _yield_cpu = getattr(os, "sched_yield", lambda: time.sleep(0))  # Windows has no sched_yield
 
 
-class Scheduler:
+class Scheduler(Protocol):
+    """What every scheduler of a model version provides (``DynamicBatchScheduler`` here,
+    ``sequence.SequenceScheduler``, ``ensemble.EnsembleScheduler``); the core asks nothing else."""
+
+    @property
+    def accepting(self) -> bool:
+        """False once ``stop`` began: ``enqueue`` refuses."""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, nothing running."""
+
+    def enqueue(self, request: InferRequest) -> None:
+        """Queue ``request``; raises ServeError when it is refused at once."""
+
+    def hold_in_order(self, request: InferRequest) -> None:
+        """Make ``request``, answered without queueing (a cache hit), wait for the requests the
+        scheduler has already taken where it keeps their order; else nothing."""
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Stop accepting and finish what is in flight; True when everything finished in time."""
+
+    def fail_queued(self, error: ServeError) -> None:
+        """Answer every request not yet run with ``error`` (when ``stop`` timed out)."""
+
+
+class DynamicBatchScheduler:
     """Queues requests of one model version and runs batches of them on its instances."""
 
     def __init__(self, model: str, options: BatchingOptions, instances: list, run_batch: RunBatch,

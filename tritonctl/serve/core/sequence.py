@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, unavailable
 from tritonctl.serve.core.sequence_state import SequenceControls, SequenceState, read_states
 from tritonctl.serve.core.stats import ModelStats
@@ -297,6 +297,9 @@ class SequenceScheduler:
         self._reaper.join(None if deadline is None else max(deadline - time.monotonic(), 0))
         with self.lock:
             return finished and not self._backlogs
+
+    def hold_in_order(self, request: InferRequest) -> None:
+        """Nothing to wait for: a sequence model's responses are never cached."""
 
     def fail_queued(self, error: ServeError) -> None:
         """Answer every request not yet run with ``error`` (when a stop timed out)."""

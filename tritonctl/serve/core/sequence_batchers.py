@@ -21,7 +21,7 @@ import time
 from collections import deque
 
 from tritonctl.serve.core.errors import ServeError
-from tritonctl.serve.core.scheduler import BatchingOptions, Scheduler
+from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler
 from tritonctl.serve.core.sequence import FORCE_END, Failures
 from tritonctl.serve.core.sequence_state import SequenceState, zeros
 from tritonctl.serve.core.types import InferRequest, InferTensor
@@ -203,7 +203,7 @@ class OldestBatcher(_Slots):
                                    max_queue_delay_ns=options.max_queue_delay_ns)
         if options.preserve_ordering:
             batching = dataclasses.replace(batching, preserve_ordering=True)
-        self.batcher = Scheduler(scheduler.model, batching, [instance], run_batch, scheduler.stats)
+        self.batcher = DynamicBatchScheduler(scheduler.model, batching, [instance], run_batch, scheduler.stats)
 
     def enqueue_locked(self, slot: int, request: InferRequest) -> Failures:
         self.queues[slot].append(request)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tritonctl.repo_schema.schema import data_type_name, data_type_value, wire_datatype
-from tritonctl.serve.backends.base import BackendLoadError
+from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.errors import ServeError, invalid_arg
 from tritonctl.serve.core.tensors import deserialize_bytes
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferTensor

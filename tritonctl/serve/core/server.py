@@ -23,12 +23,9 @@ PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this 
 
 
 class InferenceServer:
-    # Every server of this process; a Python model's BLS requests find theirs here (backends.bls).
-    running: "weakref.WeakSet[InferenceServer]" = weakref.WeakSet()
-
     def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None):
-        InferenceServer.running.add(self)
         self.manager = manager
+        manager.host.server = self  # the handle the manager's model instances got at load (BLS)
         self.shm = SharedMemoryManager()
         self.traces = TraceManager(trace_config)
         self.live = True

@@ -99,7 +99,7 @@ class InferRequest:
     arrival_ns: int = field(default_factory=time.monotonic_ns)
     # Filled by the server while scheduling:
     batch_size: int = 1
-    batch_key: tuple = ()  # requests with equal keys may share a batch (scheduler.Scheduler)
+    batch_key: tuple = ()  # requests with equal keys may share a batch (scheduler.DynamicBatchScheduler)
     deadline_ns: int = 0  # 0 = no queue deadline
     delayed: bool = False  # timed out under a DELAY policy
     queue_start_ns: int = 0
