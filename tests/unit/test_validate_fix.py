@@ -247,3 +247,12 @@ def test_fix_never_breaks_a_config_and_is_idempotent(model_dir, mutations, crlf)
     config.write_bytes(fixed.encode())
     again = fix_to_fixed_point(lambda: validate_paths([model_dir]))
     assert again.changes == [], f"a second --fix changed more:\n{again.diff()}"
+
+
+def test_docs_list_every_fixable_code():
+    from tritonctl.repo_schema.diagnostics import all_codes
+
+    docs = (Path(__file__).parents[2] / "docs" / "validate.md").read_text()
+    section = docs.split("## Fixing: `--fix` and `--diff`")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| ([A-Z]+\d\d) \|", section, re.M))
+    assert listed == {code for code, info in all_codes().items() if info.fix}
