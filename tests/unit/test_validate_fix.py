@@ -1,6 +1,6 @@
 """`tritonctl validate --fix` and `--diff`: what is left alone, what is kept, what the exit
 status says, and a property test over mutated configs. The per-code fixes, validated clean
-and served, are in tests/integration/serve/test_validate_fix.py."""
+and served, are in tests/integration/serve/test_serve_fixed_configs.py."""
 
 from __future__ import annotations
 
