@@ -49,3 +49,11 @@ def test_explain_page_for_a_code_without_an_example_still_explains(monkeypatch):
 def test_codes_table_lists_every_code_once():
     rows = codes_table().splitlines()[1:]
     assert [row.split()[0] for row in rows] == sorted(all_codes())
+
+
+def test_explain_says_whether_and_how_a_code_is_fixed():
+    page = explain_text("TOP02")
+    assert "fixable:  yes, with tritonctl validate --fix" in page and "What --fix does:" in page
+    assert '    -name: "resnet"\n    +name: "resnet50"\n' in page  # the example, fixed by the real engine
+    page = explain_text("TXT05")
+    assert "fixable:  no" in page and "--fix models/" not in page

@@ -108,6 +108,7 @@ class ExampleRun:
     files: list[str]  # everything in the example repository, relative to it; directories end in '/'
     configs: list[tuple[str, str]]  # (path, text) of each config.pbtxt, the example model's first
     output: str  # what ``tritonctl validate models/`` prints for the code
+    fix_diff: str = ""  # what ``tritonctl validate --diff models/`` shows for the code; empty when not fixable
 
 
 def example_output(code: str) -> ExampleRun | None:
@@ -129,6 +130,23 @@ def example_output(code: str) -> ExampleRun | None:
             report = validate_paths([Path("models")])
             shown = ValidationReport([d for d in report.diagnostics if d.code == code], report.models_checked)
             text = render_text(shown, summary=False) if shown.diagnostics else ""
+            fix_diff = _fix_diff(code)
     configs = [(f"models/{example.model}/config.pbtxt", example.config)] if example.config is not None else []
     configs += [(f"models/{s.name}/config.pbtxt", s.config) for s in example.siblings if s.config is not None]
-    return ExampleRun(files, configs, text)
+    return ExampleRun(files, configs, text, fix_diff)
+
+
+def _fix_diff(code: str) -> str:
+    """The diff ``--fix`` makes for this code alone, in the current directory's models/."""
+    from tritonctl.repo_schema.diagnostics import code_info
+    from tritonctl.repo_schema.validate import ValidationReport, validate_paths
+
+    if not code_info(code).fix:
+        return ""
+    from tritonctl.repo_schema.fixes import fix_to_fixed_point
+
+    def only_this_code() -> ValidationReport:
+        report = validate_paths([Path("models")])
+        return ValidationReport([d for d in report.diagnostics if d.code == code], report.models_checked)
+
+    return fix_to_fixed_point(only_this_code).diff()

@@ -90,4 +90,7 @@ def explain_text(code: str) -> str:
         out.extend(f"    {line}" if line else "" for line in config.splitlines())
     out += ["", "makes `tritonctl validate models/` report:", ""]
     out.extend(f"    {line}" if line else "" for line in run.output.splitlines())
+    if run.fix_diff:
+        out += ["", "and `tritonctl validate --fix models/` changes it (--diff shows this without writing):", ""]
+        out.extend(f"    {line}" for line in run.fix_diff.splitlines())
     return "\n".join(out).rstrip() + "\n"
