@@ -8,7 +8,7 @@ fixable for ``--explain`` and ``--list-codes``. ``engine.fix_to_fixed_point`` ru
 from __future__ import annotations
 
 from tritonctl.repo_schema import rules  # noqa: F401  (registers the codes first)
-from tritonctl.repo_schema.fixes import config, files, syntax  # noqa: F401  (registers the fixers)
+from tritonctl.repo_schema.fixes import config, ensemble, files, syntax  # noqa: F401  (registers the fixers)
 from tritonctl.repo_schema.fixes.base import FIXERS
 from tritonctl.repo_schema.fixes.engine import FileChange, FixOutcome, fix_to_fixed_point
 

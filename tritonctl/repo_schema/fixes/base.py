@@ -369,20 +369,30 @@ def remove_node(text: str, node: Node) -> Edit:
     return Edit(node.start, node.end, "")
 
 
+def newline(text: str) -> str:
+    """The file's line end: CRLF stays CRLF."""
+    return "\r\n" if "\r\n" in text else "\n"
+
+
 def insert_line_after(text: str, node: Node, line: str) -> Edit:
     """A new line below the line where ``node`` ends, indented like ``node``."""
-    line_start, line_end = line_bounds(text, node.start, node.end)
+    nl = newline(text)
+    line = line.replace("\n", nl)
+    line_start, _ = line_bounds(text, node.start, node.start)
+    _, line_end = line_bounds(text, node.end, node.end)
     indent = text[line_start:node.start]
     indent = indent if not indent.strip() else ""
     if line_end >= len(text):
-        return Edit(len(text), len(text), ("" if text.endswith("\n") or not text else "\n") + indent + line + "\n")
-    return Edit(line_end + 1, line_end + 1, indent + line + "\n")
+        return Edit(len(text), len(text), ("" if text.endswith("\n") or not text else nl) + indent + line + nl)
+    return Edit(line_end + 1, line_end + 1, indent + line + nl)
 
 
 def insert_top_level(ctx: FixContext, line: str, after: tuple[str, ...] = ("name",)) -> Edit:
     """A new top-level field on its own line: after the first of ``after`` that is written,
     else before the first field, else at the end of the file."""
     fields = ctx.tree.children
+    nl = newline(ctx.text)
+    line = line.replace("\n", nl)
     for name in after:
         node = next((n for n in fields if n.name == name), None)
         if node is not None:
@@ -391,7 +401,17 @@ def insert_top_level(ctx: FixContext, line: str, after: tuple[str, ...] = ("name
         line_start, _ = line_bounds(ctx.text, fields[0].start, fields[0].start)
         indent = ctx.text[line_start:fields[0].start]
         if not indent.strip():
-            return Edit(line_start, line_start, indent + line + "\n")
-        return Edit(fields[0].start, fields[0].start, line + "\n")
+            return Edit(line_start, line_start, indent + line + nl)
+        return Edit(fields[0].start, fields[0].start, line + nl)
     text = ctx.text
-    return Edit(len(text), len(text), ("" if text.endswith("\n") or not text else "\n") + line + "\n")
+    return Edit(len(text), len(text), ("" if text.endswith("\n") or not text else nl) + line + nl)
+
+
+def insert_after_field(text: str, node: Node, field_text: str) -> Edit:
+    """``field_text`` right after the field ``node``: on a new line like it when the field ends
+    its line, else on the same line after a space."""
+    _, line_end = line_bounds(text, node.end, node.end)
+    rest = text[node.end:line_end].strip()
+    if rest and not rest.startswith("#"):
+        return Edit(node.end, node.end, " " + field_text)
+    return insert_line_after(text, node, field_text)

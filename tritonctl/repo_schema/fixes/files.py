@@ -1,4 +1,4 @@
-"""Fixes that take the answer from the model file (PB08, PB09, IO53, ORT02, ORT03, ORT05).
+"""Fixes that take the answer from the model file (PB03, PB08, PB09, IO02, IO03, IO53, ORT02, ORT03, ORT05).
 
 A model file is trusted only when it reads as what its name says: an ONNX file must
 decode, a .py file must define TritonPythonModel.
@@ -10,7 +10,9 @@ import difflib
 from pathlib import Path
 from types import SimpleNamespace
 
-from tritonctl.repo_schema.fixes.base import Edit, Fix, FixContext, fixer, insert_line_after, insert_top_level, quote
+from tritonctl.repo_schema.fixes.base import (
+    Edit, Fix, FixContext, fixer, insert_after_field, insert_line_after, insert_top_level, quote,
+)
 from tritonctl.repo_schema.fixes.base import remove_node
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO
 from tritonctl.repo_schema.normalize import DEFAULT_FILENAME, core_normalize, detect_backend
@@ -238,3 +240,87 @@ def fix_onnx_name(ctx: FixContext) -> Fix | None:
     span = ctx.entry((side, index, "name"))
     return Fix((Edit(span[2], span[3], quote(candidate)),), f"renamed {side} '{entry.name}' to '{candidate}', "
                                                            "the model's tensor")
+
+
+def _missing_field(ctx: FixContext) -> tuple[str, int, object, object] | None:
+    """(side, index, entry, tensor) for an input/output the diagnostic says lacks a field."""
+    for path in ctx.paths_at(part="key"):
+        if len(path) == 2 and path[0] in ("input", "output"):
+            io = onnx_io(ctx)
+            entry = getattr(ctx.config, path[0])[path[1]]
+            tensor = None if io is None or not entry.name else (
+                io.input if path[0] == "input" else io.output)(entry.name)
+            return (path[0], path[1], entry, tensor) if tensor is not None else None
+    return None
+
+
+def _entry_node(ctx: FixContext, side: str, index: int, after: tuple[str, ...]):
+    entry = ctx.entry((side, index))
+    block = ctx.node_at(entry[0]) if entry else None
+    if block is None or block.kind != "block":
+        return None
+    for name in after:
+        node = block.child(name)
+        if node is not None:
+            return node
+    return None
+
+
+@fixer("IO02", "Adds the data_type the ONNX model file declares for the input or output.")
+def fix_missing_data_type(ctx: FixContext) -> Fix | None:
+    found = _missing_field(ctx)
+    if found is None:
+        return None
+    side, index, entry, tensor = found
+    node = _entry_node(ctx, side, index, ("name",))
+    if entry.data_type or not tensor.data_type or node is None:
+        return None
+    return Fix((insert_after_field(ctx.text, node, f"data_type: {tensor.data_type}"),),
+               f"added data_type: {tensor.data_type} to {side} '{entry.name}', as in the model")
+
+
+@fixer("IO03", """
+    Adds the dims the ONNX model file declares for the input or output (without the
+    batch dimension when max_batch_size > 0). A scalar, or a model without a variable
+    batch dimension on a batching config, is left to you.
+    """)
+def fix_missing_dims(ctx: FixContext) -> Fix | None:
+    found = _missing_field(ctx)
+    if found is None:
+        return None
+    side, index, entry, tensor = found
+    node = _entry_node(ctx, side, index, ("data_type", "name"))
+    if entry.dims or not tensor.ranked or node is None or entry.HasField("reshape"):
+        return None
+    dims = list(tensor.dims)
+    if ctx.config.max_batch_size > 0:
+        if not dims or dims[0] != -1:
+            return None
+        dims = dims[1:]
+    if not dims:
+        return None
+    text = "dims: [ " + ", ".join(str(d) for d in dims) + " ]"
+    return Fix((insert_after_field(ctx.text, node, text),), f"added {text} to {side} '{entry.name}', as in the model")
+
+
+@fixer("PB03", """
+    Fixes the one of platform and backend that disagrees with the model file: with
+    backend "onnxruntime" and an ONNX model the platform becomes "onnxruntime_onnx"; with
+    platform "onnxruntime_onnx" and an ONNX model the backend becomes "onnxruntime".
+    """)
+def fix_platform_backend_pair(ctx: FixContext) -> Fix | None:
+    config = ctx.config
+    if config is None or not config.platform or not config.backend:
+        return None
+    first = ctx.version_dir()
+    name = config.default_model_filename or DEFAULT_FILENAME.get("onnxruntime")
+    if first is None or file_backend(first / name) != "onnxruntime":
+        return None
+    platform, backend = ctx.entry(("platform",)), ctx.entry(("backend",))
+    if config.backend == "onnxruntime" and platform is not None:
+        return Fix((Edit(platform[2], platform[3], quote("onnxruntime_onnx")),),
+                   'wrote platform: "onnxruntime_onnx" for the ONNX model')
+    if config.platform == "onnxruntime_onnx" and backend is not None:
+        return Fix((Edit(backend[2], backend[3], quote("onnxruntime")),),
+                   'wrote backend: "onnxruntime" for the ONNX model')
+    return None
