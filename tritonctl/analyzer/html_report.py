@@ -48,12 +48,10 @@ def write_html_report(path: Path, measurements: "pandas.DataFrame", meta: dict) 
 
 def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
     """The report as one HTML string."""
-    try:
-        import jinja2
-        from plotly.offline import get_plotlyjs
-    except ImportError as exc:
-        raise ImportError(f"the HTML report needs plotly and Jinja2 ({exc}); "
-                          "install them with pip install 'tritonctl[analyze]'") from exc
+    from tritonctl.optional import require
+
+    jinja2 = require("jinja2", "the HTML report")
+    get_plotlyjs = require("plotly.offline", "the HTML report").get_plotlyjs
 
     frame = report_data.prepare(measurements)
     limits = report_data.constraint_limits(meta.get("constraints") or {})

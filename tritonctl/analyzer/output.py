@@ -101,4 +101,6 @@ def write_html(frame: "pandas.DataFrame", meta: dict, output_dir: Path) -> tuple
 
         return write_html_report(output_dir / "report.html", frame, meta), ""
     except ImportError as exc:  # plotly and Jinja2 are imported when the report is written
-        return None, f"no HTML report: {exc} (pip install 'tritonctl[analyze]')"
+        from tritonctl.optional import missing_dependency
+
+        return None, f"no HTML report: {missing_dependency(exc, 'the HTML report') or exc}"

@@ -102,7 +102,10 @@ def analyze(
     from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_kinds, parse_powers,
                                                   parse_preferred)
     from tritonctl.cli.analyze_view import ProgressReporter, print_result
+    from tritonctl.optional import require
 
+    for module in ("pandas", "pyarrow"):  # the measurements are written as they come: missing them fails now
+        require(module, "tritonctl analyze")
     err = Console(stderr=True)
     try:
         if resume and overwrite:

@@ -17,7 +17,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-_state = {"debug": False}
+_state: dict = {"debug": False, "command": None}
 
 
 class CliError(Exception):
@@ -36,10 +36,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
 ) -> None:
     _state["debug"] = debug
+    _state["command"] = ctx.invoked_subcommand
 
 
 def _register_commands() -> None:
@@ -54,6 +56,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), exc.exit_code, exc)
     except KeyboardInterrupt:
         _fail("interrupted", 130, None)
+    except ImportError as exc:
+        from tritonctl.optional import missing_dependency
+
+        command = f"tritonctl {_state['command']}" if _state["command"] else "tritonctl"
+        missing = missing_dependency(exc, command)
+        _fail(str(missing) if missing else f"{type(exc).__name__}: {exc} (run with --debug for the traceback)", 1, exc)
     except Exception as exc:
         _fail(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)", 1, exc)
 

@@ -163,11 +163,9 @@ def rowwise(runner: Runner) -> Runner:
 
 
 def ort_session(model):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise BuildError("checking an ONNX model needs onnxruntime, which is not installed; install it with "
-                         "pip install 'tritonctl[serve]' (or pass --no-check)") from None
+    from tritonctl.optional import require
+
+    ort = require("onnxruntime", "running an ONNX model")
     options = ort.SessionOptions()
     options.log_severity_level = 3
     source = model if isinstance(model, (str, bytes)) else (

@@ -172,11 +172,9 @@ def _preflight(options: BuildOptions) -> str:
     elif options.inputs or options.output_names:
         raise BuildError("--input and --output describe PyTorch sources; an ONNX file names its own tensors")
     if options.check or kind == "onnx":
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise BuildError("tritonctl build checks models with onnxruntime, which is not installed; install it "
-                             "with pip install 'tritonctl[serve]'") from None
+        from tritonctl.optional import require
+
+        require("onnxruntime", "tritonctl build")
     if options.timing_cache is not None and options.timing_cache.is_dir():
         raise BuildError(f"--timing-cache {options.timing_cache} is a directory; give a file path")
     if options.calibration_data is not None:

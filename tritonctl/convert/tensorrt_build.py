@@ -14,8 +14,9 @@ from typing import Callable
 
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.profiles import ProfileShape
+from tritonctl.optional import PROVIDERS
 
-TENSORRT_EXTRA = "pip install 'tritonctl[tensorrt]'"
+TENSORRT_EXTRA = PROVIDERS["tensorrt"].install
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
 # CreateConfig flags per --precision: the lower precisions keep fp16 as a fallback for layers
 # without an int8/fp8 kernel (Model Navigator's "hierarchy" mode does the same).

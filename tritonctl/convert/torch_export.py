@@ -19,16 +19,13 @@ from typing import Any
 
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.spec import InputSpec
+from tritonctl.optional import PROVIDERS, require
 
-TORCH_EXTRA = "pip install 'tritonctl[torch]'"
 
 
 def require_torch():
-    try:
-        import torch
-    except ImportError:
-        raise BuildError(f"this source needs PyTorch, which is not installed; install it with {TORCH_EXTRA}") from None
-    return torch
+    """torch, or MissingDependency naming the torch extra."""
+    return require("torch", "building from a PyTorch source")
 
 
 @dataclass
@@ -195,6 +192,6 @@ def export_onnx(source: TorchSource, arrays: dict, output_names: list[str], path
         raise
     except Exception as exc:
         if "onnxscript" in str(exc):
-            raise BuildError(f"the ONNX exporter needs onnxscript; install it with {TORCH_EXTRA}") from None
+            raise BuildError(f"torch.onnx.export needs onnxscript: {PROVIDERS['onnxscript'].install}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BuildError(f"torch.onnx.export failed: {first}") from None

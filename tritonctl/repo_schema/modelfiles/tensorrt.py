@@ -54,7 +54,9 @@ def unavailable_reason() -> str | None:
     try:
         import tensorrt  # noqa: F401
     except ImportError:
-        return "the 'tensorrt' Python package is not installed (pip install 'tritonctl[tensorrt]')"
+        from tritonctl.optional import PROVIDERS
+
+        return f"the 'tensorrt' Python package is not installed ({PROVIDERS['tensorrt'].install})"
     except Exception as exc:  # a broken install raises OSError/RuntimeError from its libraries
         return f"the 'tensorrt' package failed to import ({exc})"
     if _cuda_device_count() == 0:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tritonctl.optional import ONNXRUNTIME_GPU
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
 # ONNX tensor type names as onnxruntime reports them -> Triton config data types.
@@ -78,7 +79,8 @@ def providers(config, instance: InstanceSpec) -> list:
     if "CUDAExecutionProvider" not in available:
         raise BackendLoadError(
             f"instance group '{instance.name}' of model '{config.name}' has kind KIND_GPU but no CUDA device is "
-            "usable here (onnxruntime has no CUDAExecutionProvider); use KIND_CPU or run on a machine with a GPU")
+            "usable here (onnxruntime has no CUDAExecutionProvider); use KIND_CPU, or run on a machine with a GPU "
+            f"and onnxruntime's CUDA build ({ONNXRUNTIME_GPU.install})")
     chosen: list = []
     accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
     for accelerator in accelerators:

@@ -28,7 +28,9 @@ class CudaIpc:
             import cuda.bindings.driver as driver
             import cuda.bindings.runtime as runtime
         except ImportError:
-            self.reason = "the cuda-python package is not installed (pip install 'tritonctl[cuda]')"
+            from tritonctl.optional import PROVIDERS
+
+            self.reason = f"the cuda-python package is not installed ({PROVIDERS['cuda'].install})"
         else:
             error, count = runtime.cudaGetDeviceCount()
             if error != runtime.cudaError_t.cudaSuccess or count == 0:
