@@ -12,20 +12,31 @@ from typing import Callable
 log = logging.getLogger("tritonctl.serve")
 
 
-def use_native(protocol: str, transport: str, fallback: str, native: ModuleType, library: str) -> bool:
+# Reinstalling from source runs setup.py, which builds each C++ transport whose library it finds.
+REINSTALL = ("reinstall tritonctl from source (pip install -e . in a checkout, else pip install --force-reinstall "
+             "--no-deps --no-binary tritonctl tritonctl)")
+
+
+def use_native(protocol: str, transport: str, fallback: str, native: ModuleType, library: str,
+               debian_package: str) -> bool:
     """Whether ``transport`` ("auto", "native" or ``fallback``, the Python transport) means the
     C++ one, given whether ``native`` (the front-end module, with ``available()`` and
-    ``UNAVAILABLE_REASON``) was built; ``library`` says what to install where it was not."""
+    ``UNAVAILABLE_REASON``) was built; ``library`` (``debian_package`` on Debian and Ubuntu) is
+    what setup.py builds it with, and is named, with how to rebuild, where it was not built."""
     choices = ("auto", "native", fallback)
     if transport not in choices:
         raise ValueError(f"unknown {protocol} transport '{transport}': expected one of {', '.join(choices)}")
     if native.available():
         return transport != fallback
+    how = (f"install {library} (Debian/Ubuntu: apt-get install {debian_package} pkg-config g++), then "
+           f"{REINSTALL}")
     if transport == "native":
-        raise RuntimeError(f"the native {protocol} transport is not built ({native.UNAVAILABLE_REASON}); install "
-                           f"{library} and reinstall tritonctl, or use the {fallback} transport")
+        raise RuntimeError(f"the native {protocol} transport is not built ({native.UNAVAILABLE_REASON}); {how}; "
+                           f"or use the {fallback} transport")
     if transport == "auto":
-        log.info("%s over %s: the native transport is not built (%s)", protocol, fallback, native.UNAVAILABLE_REASON)
+        why = "is not built" if native.NOT_BUILT else f"does not load ({native.UNAVAILABLE_REASON})"
+        log.info("%s: the C++ transport %s, so %s runs on its Python transport. For the C++ one, %s", protocol, why,
+                 protocol, how)
     return False
 
 

@@ -13,6 +13,7 @@ from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
+from tritonctl.optional import onnxruntime_conflict
 from tritonctl.serve.core.trace_config import parse_trace_config
 
 log = logging.getLogger("tritonctl.serve")
@@ -80,7 +81,8 @@ class ServerRuntime:
         self._stop = asyncio.Event()
         opts = self.options
         await self._loop.run_in_executor(None, self.load_initial_models)
-        front_ends: list = []  # each with ``port`` and ``async stop(grace_s)``
+        front_ends: list = []  # each with ``port``, ``transport_name`` and ``async stop(grace_s)``
+        http = grpc = None
         poller: asyncio.Task | None = None
         try:
             if opts.http_port is not None:
@@ -105,6 +107,12 @@ class ServerRuntime:
             self.started.set()
             await self._shutdown(front_ends, poller)
             raise
+        log.info("transports: %s", ", ".join(f"{protocol} over {front_end.transport_name}" for protocol, front_end
+                                             in (("HTTP", http), ("gRPC", grpc)) if front_end is not None))
+        conflict = onnxruntime_conflict()
+        if conflict:
+            log.warning("%s", conflict)
+        # The analyzer's subprocess engine reads the ports from this line (analyzer/engine.py, SERVING_LINE).
         log.info("serving %s: HTTP %s, gRPC %s, metrics %s", opts.repository, self.http_port, self.grpc_port,
                  self.metrics_port)
         self.started.set()

@@ -12,7 +12,7 @@ async def start_front_end(server, address: str, transport: str = "auto"):
     from tritonctl.serve.grpc.service import AioFrontEnd
     from tritonctl.serve.native_front_end import use_native
 
-    if use_native("gRPC", transport, "aio", native, "gRPC's C++ library (Debian: libgrpc++-dev)"):
+    if use_native("gRPC", transport, "aio", native, "gRPC's C++ library", "libgrpc++-dev"):
         front_end = native.NativeGrpcFrontEnd(server, address)
     else:
         front_end = AioFrontEnd(server, address)

@@ -31,8 +31,10 @@ try:
 except ImportError as exc:  # not built: no gRPC C++ library where the package was installed
     _native = None
     UNAVAILABLE_REASON = str(exc)
+    NOT_BUILT = isinstance(exc, ModuleNotFoundError)  # else built, but it does not load
 else:
     UNAVAILABLE_REASON = ""
+    NOT_BUILT = False
 
 log = logging.getLogger("tritonctl.serve.grpc")
 
@@ -72,6 +74,8 @@ def _status(error: ServeError) -> int:
 class NativeGrpcFrontEnd(NativeFrontEnd):
     """``inference.GRPCInferenceService`` and ``grpc.health.v1.Health/Check`` on ``address``;
     calls still open when ``stop``'s grace ends are cancelled."""
+
+    transport_name = "gRPC C++ (C++ transport)"
 
     def __init__(self, server: InferenceServer, address: str):
         super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER))

@@ -244,6 +244,8 @@ def health_handler(server: InferenceServer) -> grpc.GenericRpcHandler:
 class AioFrontEnd:
     """The service over grpc.aio: the front end where the C++ transport is not built."""
 
+    transport_name = "grpc.aio (Python transport)"
+
     def __init__(self, server: InferenceServer, address: str):
         self.grpc_server = grpc.aio.server(options=SERVER_OPTIONS)
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(server), self.grpc_server)

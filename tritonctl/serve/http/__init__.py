@@ -15,7 +15,7 @@ async def start_front_end(app, host: str, port: int, transport: str = "auto", ex
     from tritonctl.serve.http import native
     from tritonctl.serve.native_front_end import use_native
 
-    if use_native("HTTP", transport, "uvicorn", native, "libevent (Debian: libevent-dev)"):
+    if use_native("HTTP", transport, "uvicorn", native, "libevent", "libevent-dev"):
         front_end = native.NativeHttpFrontEnd(app, host, port)
     else:
         front_end = UvicornFrontEnd(app, host, port, exit_timeout_s)
@@ -37,6 +37,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 class UvicornFrontEnd:
     """An ASGI app (HttpApp, or the metrics app) on uvicorn with httptools, on the running loop."""
+
+    transport_name = "uvicorn (Python transport)"
 
     def __init__(self, app, host: str, port: int, exit_timeout_s: float):
         import uvicorn

@@ -23,8 +23,10 @@ try:
 except ImportError as exc:  # not built: no libevent where the package was installed
     _native = None
     UNAVAILABLE_REASON = str(exc)
+    NOT_BUILT = isinstance(exc, ModuleNotFoundError)  # else built, but it does not load
 else:
     UNAVAILABLE_REASON = ""
+    NOT_BUILT = False
 
 REASONS = {status.value: status.phrase for status in HTTPStatus}
 
@@ -49,6 +51,8 @@ def infer_target(method: str, path: str) -> tuple[str, str] | None:
 
 class NativeHttpFrontEnd(NativeFrontEnd):
     """``app`` on ``host:port`` (0: any free port)."""
+
+    transport_name = "libevent (C++ transport)"
 
     def __init__(self, app: HttpApp, host: str, port: int):
         super().__init__(lambda: _native.Server(host, port, app.max_input_size))

@@ -1,0 +1,85 @@
+"""`tritonctl serve` says at startup which HTTP and gRPC transport it runs, and, where it runs
+the Python ones because the C++ ones were not built, how to get them. The command runs in a
+subprocess; "not built" is made by leaving the compiled modules unimportable
+(``sys.modules[name] = None``), as on a machine whose install found neither library."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritonctl.optional import onnxruntime_conflict
+from tritonctl.serve.grpc import native as grpc_native
+from tritonctl.serve.http import native as http_native
+
+ROOT = Path(__file__).parents[3]
+NATIVE = ["tritonctl.serve.grpc._native", "tritonctl.serve.http._native"]
+
+
+def startup_lines(repo: Path, blocked: list[str], path: list[Path] = ()) -> list[str]:
+    """The log up to the line that says the server is serving; the server is then stopped.
+    ``path``: more entries for PYTHONPATH."""
+    code = "import sys; " + "".join(f"sys.modules[{m!r}] = None; " for m in blocked)
+    code += "from tritonctl.cli.app import main; main()"
+    process = subprocess.Popen([sys.executable, "-c", code, "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
+                                "--metrics-port", "-1"], env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path]))),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if " serving " in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert any(" serving " in line for line in lines), lines
+    return lines
+
+
+@pytest.mark.timeout(90)
+def test_the_transports_it_runs(tmp_path):
+    lines = startup_lines(tmp_path, [])
+    http = "libevent (C++ transport)" if http_native.available() else "uvicorn (Python transport)"
+    grpc = "gRPC C++ (C++ transport)" if grpc_native.available() else "grpc.aio (Python transport)"
+    assert f"transports: HTTP over {http}, gRPC over {grpc}" in "\n".join(lines)
+
+
+@pytest.mark.timeout(90)
+def test_python_transports_say_how_to_get_the_cpp_ones(tmp_path):
+    lines = startup_lines(tmp_path, NATIVE)
+    text = "\n".join(lines)
+    assert "transports: HTTP over uvicorn (Python transport), gRPC over grpc.aio (Python transport)" in text
+    for protocol, package in (("HTTP", "libevent-dev"), ("gRPC", "libgrpc++-dev")):
+        hint = next(line for line in lines if f"] {protocol}: the C++ transport is not built" in line)
+        assert f"apt-get install {package} pkg-config g++" in hint
+        assert "reinstall tritonctl from source (pip install -e . in a checkout" in hint
+    # the line the analyzer's subprocess engine reads the ports from is unchanged
+    from tritonctl.analyzer.engine import SERVING_LINE
+
+    assert SERVING_LINE.search(lines[-1]), lines[-1]
+
+
+@pytest.mark.timeout(90)
+def test_onnxruntime_beside_onnxruntime_gpu_is_a_warning_with_the_fix(tmp_path):
+    """Installed distributions are what importlib.metadata finds on the path: a dist-info
+    directory records onnxruntime-gpu as installed beside this environment's onnxruntime."""
+    site = tmp_path / "site"
+    record = site / "onnxruntime_gpu-1.32.0.dist-info"
+    record.mkdir(parents=True)
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: onnxruntime-gpu\nVersion: 1.32.0\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    warning = [line for line in startup_lines(repo, [], [site]) if "onnxruntime-gpu" in line]
+    assert len(warning) == 1 and " W " in warning[0]
+    assert "pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps onnxruntime-gpu" in warning[0]
+    if onnxruntime_conflict() is None:  # this environment has one of them only
+        assert not [line for line in startup_lines(repo, []) if "onnxruntime-gpu" in line]
