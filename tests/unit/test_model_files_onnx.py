@@ -159,3 +159,31 @@ def test_autocompleted_config_is_not_compared_again(tmp_path, mbs):
     config = f'backend: "onnxruntime"\nmax_batch_size: {mbs}\n'
     assert [d.code for d in check(tmp_path, config, [("x", F32, [None, 3])], [("y", F32, [None, 3])])
             if d.severity.value == "error"] == []
+
+
+IMAGE_IN = '{ name: "x" data_type: TYPE_FP32 dims: [ -1, 3, 8, 8 ] }'
+IMAGE_OUT = '{ name: "y" data_type: TYPE_FP32 dims: [ -1, 3, 8, 8 ] }'
+
+
+def test_model_file_showing_the_batch_twice_is_io53(tmp_path):
+    found = check(tmp_path, cfg(8, IMAGE_IN, IMAGE_OUT), [("x", F32, [None, None, 3, 8, 8])],
+                  [("y", F32, [None, None, 3, 8, 8])])
+    assert codes(found) == ["IO53", "IO53"] and {d.severity.value for d in found} == {"warning"}
+    first = found[0]
+    assert first.message.startswith("input 'x': the ONNX model has the shape [-1,-1,3,8,8], the batch dimension twice")
+    line = cfg(8, IMAGE_IN, IMAGE_OUT).splitlines()[2]
+    assert (first.span.line, first.span.col) == (3, line.index("-1") + 1) and "use dims: [3,8,8]" in first.hint
+
+
+def test_model_file_with_the_batch_once_is_the_load_error_not_io53(tmp_path):
+    found = check(tmp_path, cfg(8, IMAGE_IN, IMAGE_OUT), [("x", F32, [None, 3, 8, 8])], [("y", F32, [None, 3, 8, 8])])
+    assert codes(found) == ["ORT05", "ORT05"]
+    assert "leave out the batch dimension" in found[0].hint
+
+
+@pytest.mark.parametrize("model_shape", [[None, None, 4], [None, None, None, 8]])
+def test_variable_lengths_after_the_batch_are_legitimate(tmp_path, model_shape):
+    dims = ", ".join("-1" if d is None else str(d) for d in model_shape[1:])
+    io = f'{{ name: "x" data_type: TYPE_FP32 dims: [ {dims} ] }}'
+    assert check(tmp_path, cfg(8, io, io.replace('"x"', '"y"')), [("x", F32, model_shape)],
+                 [("y", F32, model_shape)]) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -44,6 +45,8 @@ After --fix (or --diff) it is about what remains (or would remain) after the fix
 
   tritonctl validate models/ --config-only
 
+  tritonctl validate tensorrt_llm/config.pbtxt --set triton_max_batch_size=64 --set decoupled_mode=true
+
   tritonctl validate models/ --format sarif --output tritonctl.sarif
 
   tritonctl validate models/ --strict --ignore TXT52 --ignore IO51
@@ -74,6 +77,9 @@ def validate(
     gpus: str = typer.Option(None, "--gpus", metavar="N|local", envvar="TRITONCTL_ASSUME_GPUS", show_envvar=True,
                              help="The target server's GPU count, or 'local' for this machine's GPUs. "
                              "Unset: GPU ids and KIND_GPU are not checked."),
+    values: list[str] = typer.Option(None, "--set", metavar="NAME=VALUE",
+                                     help="Fill the template placeholder ${NAME} (or $NAME) with VALUE before "
+                                     "checking, as tools/fill_template.py does (repeatable)."),
     explain: str = typer.Option(None, "--explain", metavar="CODE",
                                 help="Explain a diagnostic code (no PATH needed)."),
     list_codes: bool = typer.Option(False, "--list-codes", help="List every diagnostic code."),
@@ -111,6 +117,10 @@ def validate(
         options = CheckOptions(config_only=config_only, gpus=target_gpus(gpus))
     except ValueError as exc:
         raise CliError(f"{exc} (from --gpus or TRITONCTL_ASSUME_GPUS)", 2) from None
+    options = replace(options, values=_template_values(values or []))
+    if options.values and (fix or diff):
+        raise CliError("--set cannot be combined with --fix or --diff: the fixes would write filled values "
+                       "into the template", 2)
 
     def run():
         return validate_paths(list(paths), model_config_name, ignored, options)
@@ -123,6 +133,9 @@ def validate(
         report = run()
     except UsageError as exc:
         raise CliError(str(exc), 2) from None
+    for name in dict(options.values):
+        if name not in report.filled:
+            typer.echo(f"warning: --set {name}: no ${{{name}}} placeholder in the checked configs", err=True)
     to_file = output is not None and str(output) != "-"
     fmt = output_format.value
     text = render(report, fmt, color=fmt == "text" and use_color(color.value, None if to_file else sys.stdout))
@@ -156,6 +169,20 @@ def _apply_fixes(run, write: bool, output: Path | None, diff_to_stderr: bool):
     typer.echo(f"{done} {outcome.fixed} problem{'s' if outcome.fixed != 1 else ''} in {files} "
                f"file{'s' if files != 1 else ''}; {remains}: {summary_line(outcome.report)}", err=True)
     return outcome.report
+
+
+def _template_values(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """--set NAME=VALUE items, in order (a later NAME wins)."""
+    import re
+
+    values: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[_A-Za-z][_A-Za-z0-9]*", name):
+            raise CliError(f"--set takes NAME=VALUE with NAME a template variable (letters, digits, _), not "
+                           f"{item!r}", 2)
+        values[name] = value
+    return tuple(values.items())
 
 
 def _known_code(text: str) -> str:

@@ -32,6 +32,11 @@ class CheckOptions:
 
     config_only: bool = False
     gpus: GpuInfo | None = None
+    values: tuple[tuple[str, str], ...] = ()  # template placeholders to fill (--set NAME=VALUE)
+
+    @property
+    def fill_values(self) -> dict[str, str] | None:
+        return dict(self.values) or None
 
 
 @dataclass

@@ -14,6 +14,8 @@ from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.schema import model_config_pb2
 
 CONFIG_FILENAME = "config.pbtxt"
+# max_batch_size of a template whose max_batch_size is an unfilled placeholder.
+UNKNOWN_MAX_BATCH_SIZE = 2**31 - 1
 # Subdirectories of a model that Triton never treats as versions (VP-01).
 SPECIAL_SUBDIRS = frozenset({"warmup", "initial_state", "configs"})
 # Config texts that stand in for the files on disk (``validate --fix`` checks its edits before writing).
@@ -99,6 +101,8 @@ class ModelSource:
     config_file: Path | None = None  # an explicitly chosen config file, instead of Triton's lookup
     # A config file not named config.pbtxt has no model directory to take its name from.
     name_override: str | None = None
+    # Template placeholders filled before parsing (validate --set NAME=VALUE).
+    values: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -119,7 +123,12 @@ class ModelSource:
         if not self.has_config:
             return textproto.parse("", model_config, None)
         text = read_config_text(self.config_path)
-        return textproto.parse(text, model_config, self.config_path)
+        result = textproto.parse(text, model_config, self.config_path, self.values)
+        if result.ok and ("max_batch_size",) in result.placeholder_paths:
+            # A template that leaves max_batch_size open is a batching model; checked as one
+            # with no upper bound (0 would make every batching field look wrong).
+            result.message.max_batch_size = UNKNOWN_MAX_BATCH_SIZE
+        return result
 
     @cached_property
     def versions(self) -> list[VersionDir]:

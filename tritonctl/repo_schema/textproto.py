@@ -78,13 +78,24 @@ PLACEHOLDER = register(
     """
     The file still contains a `${...}` template variable where a value belongs.
     Templates such as TensorRT-LLM's are filled with tools/fill_template.py before
-    Triton can read them; Triton itself only says "Expected integer, got: $".
+    Triton can read them; Triton itself only says "Expected integer, got: $". Each
+    placeholder is one error and the rest of the file is still checked, with the field
+    left unset (a placeholder max_batch_size counts as batching).
+    `tritonctl validate --set NAME=VALUE` fills placeholders before checking.
     """, "TXT-03")
 PLACEHOLDER_IN_STRING = register(
     "TXT51", "template placeholder inside a string", "warning",
     """
     A quoted string contains `${...}`. Triton accepts it as literal text, which is
     almost never what was meant: the template was probably not filled in.
+    """, "NC-15")
+PARAMETER_PLACEHOLDERS = register(
+    "TXT53", "parameters left as template placeholders", "info",
+    """
+    TensorRT-LLM's templates leave optional parameters as `string_value: "${name}"`
+    after tools/fill_template.py has filled the required ones, and its models read such
+    a value as unset. Triton passes the text on as it is. This note lists them once;
+    fill any you meant to set with --set NAME=VALUE (or fill_template.py).
     """, "NC-15")
 DUPLICATE_MAP_KEY = register(
     "TXT52", "map key written twice", "warning",
@@ -166,6 +177,11 @@ class ParseResult:
     message: object | None  # the parsed message; None when the text has errors
     sourcemap: SourceMap
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # Template variables filled from ``values`` (names), and the unfilled placeholders
+    # left in typed fields, whose fields stay unset in ``message``.
+    filled: set[str] = field(default_factory=set)
+    placeholders: list[Diagnostic] = field(default_factory=list)
+    placeholder_paths: list[tuple] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -184,16 +200,85 @@ def tokenize(text: str) -> list[Token]:
     ]
 
 
-def parse(text: str, message_class, path: Path | None = None) -> ParseResult:
-    """Parse ``text`` into a new ``message_class``; never raises on bad input."""
-    parser = _Parser(text, path)
+# A template variable as TensorRT-LLM's tools/fill_template.py (string.Template) reads it.
+_TEMPLATE_VARIABLE = re.compile(r"\$(?:\{([_A-Za-z][_A-Za-z0-9]*)\}|([_A-Za-z][_A-Za-z0-9]*))")
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """One filled placeholder: where it was in the original text and where its value is."""
+
+    start: int
+    end: int
+    new_start: int
+    new_end: int
+
+
+def fill_template(text: str, values: dict[str, str]) -> tuple[str, list[_Fill], set[str]]:
+    """``text`` with the ``${NAME}`` / ``$NAME`` placeholders named in ``values`` replaced,
+    the replacements made, and the names used. Other placeholders stay as they are."""
+    out: list[str] = []
+    fills: list[_Fill] = []
+    used: set[str] = set()
+    last = shift = 0
+    for match in _TEMPLATE_VARIABLE.finditer(text):
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            continue
+        value = values[name]
+        out.append(text[last:match.start()])
+        new_start = match.start() + shift
+        out.append(value)
+        fills.append(_Fill(match.start(), match.end(), new_start, new_start + len(value)))
+        shift += len(value) - (match.end() - match.start())
+        last = match.end()
+        used.add(name)
+    out.append(text[last:])
+    return "".join(out), fills, used
+
+
+def _original_offset(fills: list[_Fill], offset: int, is_end: bool) -> int:
+    """The offset in the original text for ``offset`` in the filled text: a position
+    inside a filled value maps to its placeholder's start (or end, for an end offset)."""
+    before = 0
+    for fill in fills:
+        if offset < fill.new_start or (is_end and offset == fill.new_start):
+            break
+        if offset < fill.new_end or (is_end and offset == fill.new_end):
+            return fill.end if is_end else fill.start
+        before = fill.end - fill.new_end
+    return offset + before
+
+
+def parse(text: str, message_class, path: Path | None = None,
+          values: dict[str, str] | None = None) -> ParseResult:
+    """Parse ``text`` into a new ``message_class``; never raises on bad input.
+
+    ``values`` fill template placeholders first (``--set NAME=VALUE``); every position
+    still refers to ``text``. Unfilled placeholders in typed fields are one TXT11 each and
+    leave their field unset; the message is still returned so the rest can be checked.
+    """
+    filled, fills, used = fill_template(text, values) if values else (text, [], set())
+    parser = _Parser(filled, path, text, fills)
     message = message_class()
     try:
         parser.parse_fields(message, (), closer=None, opener=None)
     except _Fatal:
         pass
-    ok = not any(d.severity is Severity.ERROR for d in parser.diagnostics)
-    return ParseResult(message if ok else None, parser.sourcemap, parser.diagnostics)
+    if parser.unset_parameters:
+        names = ", ".join(dict.fromkeys(name for name, _, _ in parser.unset_parameters))
+        _, start, end = parser.unset_parameters[0]
+        parser.report(PARAMETER_PLACEHOLDERS, f"{len(parser.unset_parameters)} parameter value(s) are unfilled "
+                      f"template placeholders, read as unset by TensorRT-LLM's models: {names}", start, end,
+                      "fill the ones you mean to set with --set NAME=VALUE", severity=Severity.INFO)
+    if fills:
+        parser.sourcemap.entries = {
+            key: (parser.original(a), parser.original(b, True), parser.original(c), parser.original(d, True))
+            for key, (a, b, c, d) in parser.sourcemap.entries.items()}
+    placeholders = [d for d in parser.diagnostics if d.code == PLACEHOLDER]
+    ok = not any(d.severity is Severity.ERROR and d.code != PLACEHOLDER for d in parser.diagnostics)
+    return ParseResult(message if ok else None, parser.sourcemap, parser.diagnostics, used, placeholders,
+                       parser.placeholder_paths)
 
 
 def did_you_mean(word: str, choices, aliases: dict[str, str] | None = None) -> str | None:
@@ -210,12 +295,16 @@ def did_you_mean(word: str, choices, aliases: dict[str, str] | None = None) -> s
 
 
 class _Parser:
-    def __init__(self, text: str, path: Path | None):
+    def __init__(self, text: str, path: Path | None, original: str | None = None, fills: list[_Fill] = ()):
         self.text = text
         self.path = path
         self.tokens = tokenize(text)
         self.pos = 0
-        self.sourcemap = SourceMap(text, path)
+        self.fills = list(fills)
+        self.placeholder_paths: list[tuple] = []
+        self.unset_parameters: list[tuple[str, int, int]] = []  # (variable, start, end) of "${name}" values
+        # Positions are reported in the original text (before placeholders were filled).
+        self.sourcemap = SourceMap(text if original is None else original, path)
         self.diagnostics: list[Diagnostic] = []
         self.open_blocks: list[tuple[object, Token]] = []  # (descriptor, opening token) of enclosing blocks
 
@@ -240,7 +329,11 @@ class _Parser:
     def report(self, code: str, message: str, start: int, end: int, hint: str | None = None,
                severity: Severity = Severity.ERROR, notes: list[str] | None = None) -> None:
         self.diagnostics.append(Diagnostic(
-            code, severity, message, self.path, self.sourcemap.span_of(start, end), hint, notes=notes or []))
+            code, severity, message, self.path, self.sourcemap.span_of(self.original(start), self.original(end, True)),
+            hint, notes=notes or []))
+
+    def original(self, offset: int, is_end: bool = False) -> int:
+        return _original_offset(self.fills, offset, is_end) if self.fills else offset
 
     def fatal(self, message: str, tok: Token | None, hint: str | None = None, code: str = SYNTAX) -> None:
         if tok is None:
@@ -251,7 +344,8 @@ class _Parser:
         raise _Fatal
 
     def where(self, offset: int) -> str:
-        return str(self.sourcemap.span_of(offset, offset + 1))
+        start = self.original(offset)
+        return str(self.sourcemap.span_of(start, start + 1))
 
     # -- grammar ------------------------------------------------------------------
     def parse_fields(self, message, path: tuple, closer: str | None, opener: Token | None) -> None:
@@ -345,6 +439,8 @@ class _Parser:
                 tok, value = self.parse_scalar(fd)
                 if value is not None and repeated:
                     target.append(value)
+                if tok.kind == "placeholder":
+                    self.placeholder_paths.append(field_path + (index,))
                 self.sourcemap.entries[field_path + (index,)] = (tok.start, tok.end, tok.start, tok.end)
                 index += 1
                 if self.accept("]"):
@@ -355,6 +451,8 @@ class _Parser:
                     self.fatal(f"expected ',' or ']' in the list of '{name}'", self.peek(),
                                "separate list items with commas and end the list with ']'")
         tok, value = self.parse_scalar(fd)
+        if tok.kind == "placeholder":
+            self.placeholder_paths.append(field_path)
         if repeated:
             target = getattr(message, name)
             self.sourcemap.entries[field_path + (len(target),)] = (tok.start, tok.end, tok.start, tok.end)
@@ -450,8 +548,10 @@ class _Parser:
         if tok is None:
             self.fatal(f"expected a value for '{fd.name}', found end of file", None)
         if tok.kind == "placeholder":
+            variable = _TEMPLATE_VARIABLE.fullmatch(tok.text)
+            fill = f"--set {variable.group(1) or variable.group(2)}=VALUE" if variable else "--set NAME=VALUE"
             self.report(PLACEHOLDER, f"'{fd.name}' has the unfilled template placeholder {tok.text}",
-                        tok.start, tok.end, "fill the template (e.g. tools/fill_template.py) or write the value")
+                        tok.start, tok.end, f"fill the template (tools/fill_template.py), or check it with {fill}")
             return tok, None
         if tok.kind == "badstring":
             self.fatal("string is not terminated on this line", tok, "close the string with the same quote")
@@ -471,7 +571,10 @@ class _Parser:
             raw = b"".join(text_encoding.CUnescape(p.text[1:-1]) for p in parts)
             last = parts[-1]
             merged = Token("string", self.text[tok.start:last.end], tok.start, last.end)
-            if "${" in merged.text:
+            whole = _TEMPLATE_VARIABLE.fullmatch(merged.text[1:-1]) if len(parts) == 1 else None
+            if whole and fd.containing_type.name == "ModelParameter":
+                self.unset_parameters.append((whole.group(1) or whole.group(2), tok.start, last.end))
+            elif "${" in merged.text:
                 self.report(PLACEHOLDER_IN_STRING, f"'{fd.name}' contains an unfilled template placeholder",
                             tok.start, last.end, "fill the template before deploying", severity=Severity.WARNING)
             if ftype == _d.FieldDescriptor.TYPE_BYTES:

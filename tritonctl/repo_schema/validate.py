@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonctl.repo_schema.context import NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext
@@ -14,6 +14,7 @@ from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks
 class ValidationReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     models_checked: int = 0
+    filled: set[str] = field(default_factory=set)  # template variables that options.values filled
 
     def count(self, severity: Severity) -> int:
         return sum(1 for d in self.diagnostics if d.severity is severity)
@@ -58,11 +59,24 @@ def check_model(ctx: ModelContext) -> None:
     if ctx.checked:
         return
     ctx.checked = True
-    ctx.diagnostics.extend(ctx.source.parsed.diagnostics)
-    if not ctx.source.parsed.ok:
+    parsed = ctx.source.parsed
+    ctx.diagnostics.extend(parsed.diagnostics)
+    if not parsed.ok:
         return
+    before = len(ctx.diagnostics)
     for rule in MODEL_RULES:
         rule(ctx)
+    if parsed.placeholders:
+        # A field holding an unfilled placeholder is unset for the rules: what they say
+        # about that very field is the placeholder's doing, already reported as TXT11.
+        held = [d.span for d in parsed.placeholders]
+        ctx.diagnostics[before:] = [d for d in ctx.diagnostics[before:]
+                                    if d.span is None or d.path != ctx.config_path
+                                    or not any(_overlaps(d.span, span) for span in held)]
+
+
+def _overlaps(a, b) -> bool:
+    return (a.line, a.col) < (b.end_line, b.end_col) and (b.line, b.col) < (a.end_line, a.end_col)
 
 
 def validate_repository(root: Path, config_name: str | None = None,
@@ -71,7 +85,7 @@ def validate_repository(root: Path, config_name: str | None = None,
 
     repo = RepositoryContext(root, options=options or default_options())
     for model_dir in model_dirs(root):
-        repo.models[model_dir.name] = ModelContext(ModelSource(model_dir, config_name), repo)
+        repo.models[model_dir.name] = ModelContext(ModelSource(model_dir, config_name, values=repo.options.fill_values), repo)
     for rule in REPOSITORY_RULES:
         rule(repo)
     for ctx in repo.models.values():
@@ -93,7 +107,7 @@ def check_config_file(path: Path, config_name: str | None, options: CheckOptions
     custom = path.parent.name == "configs" and looks_like_model_dir(path.parent.parent)
     named_dir = path.name == CONFIG_FILENAME or custom
     model_dir = path.parent.parent if custom else path.parent
-    source = ModelSource(model_dir, config_name, config_file=path)
+    source = ModelSource(model_dir, config_name, config_file=path, values=options.fill_values)
     if not named_dir:
         parsed = source.parsed.message
         source.name_override = (parsed.name if parsed is not None else "") or path.stem
@@ -115,12 +129,13 @@ def validate_paths(paths: list[Path], config_name: str | None = None,
         kind = classify(path)
         if kind in ("config", "configs") or options.config_only:
             files = [path] if kind == "config" else config_files(path)
-            lone = CheckOptions(config_only=True, gpus=options.gpus)
+            lone = replace(options, config_only=True)
             for file in files:
                 ctx = check_config_file(file, config_name, lone)
                 report.diagnostics.extend(ctx.diagnostics)
                 report.models_checked += 1
                 not_checked |= ctx.repository.not_checked
+                report.filled |= _filled(ctx.repository)
             continue
         if kind == "repository":
             repo = validate_repository(path, config_name, options)
@@ -129,23 +144,30 @@ def validate_paths(paths: list[Path], config_name: str | None = None,
                 report.diagnostics.extend(ctx.diagnostics)
             report.models_checked += len(repo.models)
             not_checked |= repo.not_checked
+            report.filled |= _filled(repo)
             continue
-        source = ModelSource(path, config_name)
+        source = ModelSource(path, config_name, values=options.fill_values)
         # A lone model still sees its siblings, so ensembles can be checked.
         repo = RepositoryContext(path.parent, options=options)
         for sibling in model_dirs(path.parent):
             if sibling != path:
-                repo.models[sibling.name] = ModelContext(ModelSource(sibling, config_name), repo)
+                sibling_source = ModelSource(sibling, config_name, values=options.fill_values)
+                repo.models[sibling.name] = ModelContext(sibling_source, repo)
         ctx = ModelContext(source, repo)
         repo.models[path.name] = ctx
         check_model(ctx)
         report.diagnostics.extend(ctx.diagnostics)
         report.models_checked += 1
         not_checked |= repo.not_checked
+        report.filled |= _filled(repo)
     report.diagnostics.extend(_not_checked_notes(not_checked, paths[0] if paths else None))
     report.diagnostics = [d for d in report.diagnostics if d.code not in ignore]
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def _filled(repo: RepositoryContext) -> set[str]:
+    return {name for ctx in repo.models.values() if ctx.checked for name in ctx.source.parsed.filled}
 
 
 def _not_checked_notes(not_checked: set[str], where: Path | None) -> list[Diagnostic]:

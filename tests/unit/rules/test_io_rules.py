@@ -111,17 +111,15 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
     assert "needs 3 dims, not 2" in next(d.message for d in diagnostics if d.code == "IO12")
 
 
-def test_repeated_batch_dimension_hint_drops_it(tmp_path):
+def test_variable_first_dimension_alone_is_not_a_repeated_batch(tmp_path):
+    # Box counts, sequence lengths, image sizes: without a model file showing the batch twice
+    # (tests/unit/test_model_files_onnx.py), a leading -1 is legitimate.
     config = """backend: "python"
 max_batch_size: 16
 input [ { name: "input_1" data_type: TYPE_FP32 dims: [ -1, 3, 512, 864 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 768 ] } ]
 """
-    diagnostics = validate_model(tmp_path, config)
-    repeated = [d for d in diagnostics if d.code == "IO53"]
-    assert [(d.span.line, d.span.col) for d in repeated] == [at(config, 3, "-1")]  # rank-2 [-1, 768] is left alone
-    assert repeated[0].hint.startswith("use dims: [3, 512, 864]")
-    assert repeated[0].severity is Severity.WARNING
+    assert not [d for d in validate_model(tmp_path, config) if d.code.startswith("IO")]
 
 
 def test_label_file_in_a_model_subdirectory_is_found(tmp_path):
@@ -163,7 +161,7 @@ def test_codes_are_registered_with_rule_ids_and_severities():
         number = int(code[len(code.rstrip("0123456789")):])
         assert info.explanation and info.title, code
         if number >= 50:
-            assert info.severity is Severity.WARNING, code
+            assert info.severity in (Severity.WARNING, Severity.INFO), code
         else:
             assert info.triton_rule == f"{code.rstrip('0123456789')}-{number:02d}", code
             assert info.severity is Severity.ERROR, code

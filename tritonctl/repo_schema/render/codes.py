@@ -7,7 +7,7 @@ import difflib
 import re
 import textwrap
 
-from tritonctl.repo_schema.diagnostics import CodeInfo, all_codes
+from tritonctl.repo_schema.diagnostics import CodeInfo, Severity, all_codes
 from tritonctl.repo_schema.render import reflow
 
 WIDTH = 88
@@ -38,8 +38,9 @@ def unknown_code_message(text: str, suggestion: str | None) -> str:
 
 
 def mirrors(info: CodeInfo) -> str:
-    if info.code in ("REPO54", "IG54"):
-        return "a note about what this run of tritonctl did not check"
+    if info.severity is Severity.INFO:
+        related = f" (related to Triton rule {info.triton_rule})" if info.triton_rule else ""
+        return f"a note, not a problem{related}"
     if info.triton_rule and int(re.sub(r"\D", "", info.code) or 0) < 50:
         return f"Triton rule {info.triton_rule}: Triton itself rejects this"
     if info.triton_rule:

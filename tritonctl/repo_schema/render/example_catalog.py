@@ -72,6 +72,10 @@ EXAMPLES: dict[str, Example] = {
     "TXT07": Example('backend: "python"\nmax_batch_size: 8\nparameters { value { string_value: "on" } }\n' + IO),
     "TXT11": Example('backend: "python"\nmax_batch_size: ${max_batch_size}\n' + IO),
     "TXT51": Example(
+        'backend: "python"\nmax_batch_size: 8\nparameters { key: "engine" value { '
+        'string_value: "${engine_dir}/rank0.engine" } }\n' + IO
+    ),
+    "TXT53": Example(
         'backend: "python"\nmax_batch_size: 8\nparameters { key: "engine_dir" value { '
         'string_value: "${engine_dir}" } }\n' + IO
     ),
@@ -148,11 +152,13 @@ EXAMPLES: dict[str, Example] = {
         + 'batch_output [ { target_name: "SCORES" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" } ]\n'
     ),
     "BIO50": Example(
-        H
-        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
-        + OUT
-        + "dynamic_batching { }\n"
+        PT
+        + 'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+        + 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        + "dynamic_batching { }\n",
+        files=("1/model.pt",),
     ),
+    "PB52": Example('backend: "vllm"\nmax_batch_size: 0\n' + IO, files=("1/model.json",)),
     "DB01": Example(H + IO + "dynamic_batching { preferred_batch_size: [ 4, 16 ] }\n"),
     "DB02": Example(H + IO + "dynamic_batching { priority_levels: 2 default_priority_level: 3 }\n"),
     "DB03": Example(
@@ -309,7 +315,11 @@ EXAMPLES: dict[str, Example] = {
         + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4294967296, 4294967296 ] reshape { shape: [ -1 ] } } ]\n'
         + OUT
     ),
-    "IO53": Example(H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 3, 224, 224 ] } ]\n' + OUT),
+    "IO53": Example(
+        ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 3, 224, 224 ] } ]\n' + OUT,
+        files=("1/",),
+        onnx=OnnxModel((("INPUT0", "FLOAT", ("batch", "n", 3, 224, 224)),), (("OUTPUT0", "FLOAT", ("batch", 4)),)),
+    ),
     "IO14": Example(
         ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] optional: true } ]\n' + OUT,
         files=("1/",),

@@ -44,7 +44,12 @@ RAGGED_WITHOUT_BATCH_INPUT = register("BIO50", "ragged input without a batch inp
     into one flat tensor and cannot tell where one request ends unless a batch_input
     (for example BATCH_ACCUMULATED_ELEMENT_COUNT) with this input as source_input gives it
     the offsets. Triton loads the model anyway; the model then sees one long request.
+    Only the backends that build one batch tensor are concerned (ONNX Runtime, TensorRT,
+    PyTorch, TensorFlow, OpenVINO); Python, DALI, TensorRT-LLM and other backends that
+    take the requests one by one see each request's own tensor.
     """, "NC-12")
+# Backends that concatenate the requests of a batch into one tensor.
+CONCATENATING_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch", "tensorflow", "openvino"})
 
 
 def _check_batch_inputs(ctx, inputs: set[str]) -> None:
@@ -94,7 +99,7 @@ def _check_batch_outputs(ctx, inputs: set[str]) -> None:
 
 def _check_ragged_offsets(ctx) -> None:
     config = ctx.effective
-    if config.max_batch_size <= 0:
+    if config.max_batch_size <= 0 or config.backend not in CONCATENATING_BACKENDS:
         return  # IO54 covers ragged inputs of non-batching models
     described = {source for batch in config.batch_input for source in batch.source_input}
     for i, io in enumerate(config.input):

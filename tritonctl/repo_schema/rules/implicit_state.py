@@ -10,7 +10,6 @@ from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name, element_count
 
-STATE_BACKENDS = {"onnxruntime", "tensorrt", "pytorch"}
 KIND_GPU = 1
 BYTE_SIZE = {"TYPE_BOOL": 1, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_UINT16": 2, "TYPE_INT16": 2, "TYPE_FP16": 2,
              "TYPE_BF16": 2, "TYPE_UINT32": 4, "TYPE_INT32": 4, "TYPE_FP32": 4, "TYPE_UINT64": 8, "TYPE_INT64": 8,
@@ -51,11 +50,15 @@ GROWABLE_MEMORY = register("ST07", "use_growable_memory without its requirements
     it needs use_same_buffer_for_input_output: true and KIND_GPU instances. Otherwise the
     state cannot be set up and every sequence fails when it starts.
     """, "ST-07")
-STATE_OUTPUT_NOT_LISTED = register("ST50", "state output is not listed under output", "warning", """
+STATE_OUTPUT_NOT_LISTED = register("ST50", "state output is not listed under output", "info", """
     Clients can read a state only when its output_name is also listed under `output`
-    (the docs recommend this for debugging stateful models). Without it, requests for
-    that output fail. Add an `output` entry with the state's name, type and dims.
+    (the docs recommend this for debugging stateful models); requests for it fail
+    otherwise. Most stateful models keep their state internal, which is fine, so this is
+    a note. Add an `output` entry with the state's name, type and dims to read it.
     """, "NC-13")
+# Known backends that do not carry implicit state; custom backends may (Triton's own
+# implicit_state QA backend does), so they are not judged.
+NO_STATE_BACKENDS = {"python", "tensorflow", "openvino", "dali", "fil", "identity", "repeat", "square"}
 STATE_BACKEND = register("ST51", "implicit state on a backend without state support", "warning", """
     Implicit state is carried by the backend: only the ONNX Runtime, TensorRT and
     PyTorch backends write the output state back. Triton loads the model on other
@@ -145,7 +148,7 @@ def check_implicit_state(ctx) -> None:
     if not seq.state:
         return
     backend = ctx.effective.backend
-    if backend not in STATE_BACKENDS:
+    if backend in NO_STATE_BACKENDS:
         ctx.report(STATE_BACKEND, f"implicit state is configured, but the {backend or 'selected'} backend does not "
                    "update state", ("sequence_batching", "state"), part="key",
                    hint="use ONNX Runtime, TensorRT or PyTorch, or keep the state inside the model")
@@ -162,6 +165,6 @@ def check_implicit_state(ctx) -> None:
         _check_growable(ctx, state, path)
         if state.output_name and state.output_name not in outputs:
             ctx.report(STATE_OUTPUT_NOT_LISTED, f"state output '{state.output_name}' is not listed under output, so "
-                       "clients cannot read it", path + ("output_name",),
+                       "clients cannot request it", path + ("output_name",),
                        hint=f"add output [ {{ name: \"{state.output_name}\" data_type: {dtype_name(state.data_type)} "
                             f"dims: {list(state.dims)} }} ]")

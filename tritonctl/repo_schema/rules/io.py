@@ -140,14 +140,16 @@ INPUT_IS_OUTPUT = register("IO52", "name used for an input and an output", "warn
     tell the two apart and requested outputs come back empty. Use distinct names (they
     must match the model's tensor names).
     """, "NC-01")
-REPEATED_BATCH_DIM = register("IO53", "dims start with -1 although max_batch_size adds a batch dimension", "warning", """
+REPEATED_BATCH_DIM = register("IO53", "the model file shows the batch dimension doubled", "warning", """
     With max_batch_size > 0 Triton prepends the batch dimension itself: dims: [ 3, 224,
     224 ] means full shape [ -1, 3, 224, 224 ]. Writing the batch dimension again
-    (dims: [ -1, 3, 224, 224 ]) makes the full shape one rank too long, and the backend
-    then fails with "the model expects 4 dimensions ... but the model configuration
-    specifies 5 dimensions". Drop the leading -1, or set max_batch_size: 0 and keep the
-    full shape. Only dims of rank 3 or more are flagged; if the first dimension really is
-    a variable length, ignore this warning.
+    (dims: [ -1, 3, 224, 224 ]) asks for one rank more. Where the model has the shape
+    [ -1, 3, 224, 224 ], the backend refuses the config (ORT05). Where the model file was
+    exported with that extra dimension too ([ -1, -1, 3, 224, 224 ]: two variable leading
+    dimensions before fixed ones), Triton loads it without a word, and every request
+    must carry an extra dimension of size 1. Export the model with one batch dimension
+    and drop the leading -1 from dims. A leading -1 alone is not flagged: variable first
+    dimensions (box counts, sequence lengths, image sizes) are legitimate.
     """)
 RAGGED_NO_BATCH = register("IO54", "allow_ragged_batch on a model without batching", "warning", """
     allow_ragged_batch lets the dynamic batcher put requests of different shapes into
@@ -274,12 +276,6 @@ def _check_entry(ctx, io, kind: str, index: int) -> None:
         ctx.report(UNSUPPORTED_TYPE, f"{what} has data_type {dtype_name(io.data_type)}, which the "
                    f"{config.backend} backend does not support", path + ("data_type",),
                    hint=f"use one of {', '.join(sorted(allowed))}")
-    # Rank 3 and up: [-1, 3, 224, 224] is the classic repeated batch dimension, while a rank-2
-    # [-1, 768] is as often a real variable length (sequence x hidden) as a mistake.
-    if len(io.dims) >= 3 and io.dims[0] == WILDCARD and config.max_batch_size > 0:
-        ctx.report(REPEATED_BATCH_DIM, f"{what} dims start with -1, but max_batch_size: {config.max_batch_size} "
-                   "already adds the batch dimension", path + ("dims", 0),
-                   hint=f"use dims: {list(io.dims)[1:]} (or max_batch_size: 0 with the full shape)")
 
 
 def _check_input_flags(ctx, io, index: int) -> None:

@@ -240,6 +240,14 @@ def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, ba
         return
     full = ((-1,) + shape) if batching else shape
     if _dims_ok(full, tensor.dims, exact=side == "output"):
+        if batching and doubled_batch(shape, tensor.dims):
+            from tritonctl.repo_schema.rules.io import REPEATED_BATCH_DIM
+
+            ctx.report(REPEATED_BATCH_DIM, f"{side} '{entry.name}': {model_file} has the shape "
+                       f"{_fmt(tensor.dims)}, the batch dimension twice, and dims {_fmt(shape)} repeat it after "
+                       "the one max_batch_size adds", _shape_path(entry, side, index) + (0,),
+                       hint=f"export the model with one batch dimension ({_fmt(tensor.dims[1:])}) and use dims: "
+                            f"{_fmt(shape[1:])}")
         return
     suggestion = tensor.dims[1:] if batching else tensor.dims
     message = (f"{side} '{entry.name}': config shape {_fmt(full)}"
@@ -251,6 +259,14 @@ def _check_onnx_tensor(ctx, side: str, index: int, entry, tensor: TensorInfo, ba
         hint = f"use dims: {_fmt(suggestion)}" + (" (outputs must match exactly, -1 included)"
                                                    if side == "output" else "")
     ctx.report(SHAPE, message, _shape_path(entry, side, index), hint=hint)
+
+
+def doubled_batch(dims: tuple, model_dims: tuple) -> bool:
+    """Whether config ``dims`` (after the batch dimension) start with a -1 that repeats the
+    batch: the model's shape is [-1, -1, fixed...] and dims are [-1, fixed...] (rank >= 3).
+    A leading -1 followed by other variable dimensions is a legitimate variable length."""
+    return (len(dims) >= 3 and dims[0] == -1 and all(d > 0 for d in dims[1:])
+            and len(model_dims) == len(dims) + 1 and model_dims[:2] == (-1, -1))
 
 
 def _covered_input_names(config) -> set[str]:

@@ -26,6 +26,8 @@ PLATFORMS_OF_BACKEND = {
 }
 KNOWN_BACKENDS = ("onnxruntime", "tensorrt", "pytorch", "python", "tensorflow", "openvino", "dali", "fil",
                   "identity", "repeat", "square")
+# Backends NVIDIA ships only in backend-specific Triton images: backend -> image tag suffix.
+CONTAINER_BACKENDS = {"vllm": "vllm-python-py3", "tensorrtllm": "trtllm-python-py3"}
 # Names people write for platform that are really backends or file types.
 PLATFORM_ALIASES = {"onnx": "onnxruntime_onnx", "onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan",
                     "trt": "tensorrt_plan", "pytorch": "pytorch_libtorch", "torchscript": "pytorch_libtorch"}
@@ -126,6 +128,15 @@ UNKNOWN_BACKEND = register(
     spelling; ignore this warning for custom backends installed on the server.
     """, "PB-06")
 
+CONTAINER_BACKEND = register(
+    "PB52", "backend shipped in a backend-specific Triton image", "info",
+    """
+    The vLLM and TensorRT-LLM backends are not in the default Triton image; NVIDIA ships
+    them in their own images, nvcr.io/nvidia/tritonserver:<yy.mm>-vllm-python-py3 and
+    nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3 (or they are installed into
+    the server's backend directory). The config is fine; the server must be one of those.
+    """, "PB-06")
+
 _CC_KEY = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)")
 
 
@@ -223,6 +234,12 @@ def _has_local_library(ctx, backend: str) -> bool:
 def check_known_backend(ctx) -> None:
     backend = ctx.effective.backend
     if not backend or ctx.is_ensemble or backend in KNOWN_BACKENDS or _has_local_library(ctx, backend):
+        return
+    if backend in CONTAINER_BACKENDS:
+        ctx.report(CONTAINER_BACKEND, f"backend '{backend}' ships in Triton's {backend} image "
+                   f"(nvcr.io/nvidia/tritonserver:<yy.mm>-{CONTAINER_BACKENDS[backend]}), not in the default one",
+                   ("backend",), hint=f"serve this model with that image, or install the {backend} backend into the "
+                                      "server's backend directory")
         return
     suggestion = did_you_mean(backend, KNOWN_BACKENDS)
     hint = f'did you mean backend: "{suggestion}"?' if suggestion else \
