@@ -146,7 +146,7 @@ CASES = [
          '    dims: [ 4 ]\n  },\n  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }\n]\n'),
     Case("io51_output_twice", "IO51", "onnx", "    dims: [ 4 ]\n  }\n]\n",
          '    dims: [ 4 ]\n  },\n  { name: "OUTPUT0" data_type: TYPE_FP16 dims: [ 9 ] }\n]\n', last=True),
-    Case("io53_batch_twice", "IO53", "grid", "dims: [ 2, 2 ]", "dims: [ -1, 2, 2 ]"),
+    Case("ort05_batch_twice", "ORT05", "grid", "dims: [ 2, 2 ]", "dims: [ -1, 2, 2 ]"),
     Case("ort02_name", "ORT02", "onnx", 'name: "INPUT0"', 'name: "INPUT_0"'),
     Case("ort03_dtype", "ORT03", "onnx", "data_type: TYPE_FP32", "data_type: TYPE_INT32"),
     Case("ort05_dims", "ORT05", "onnx", "dims: [ 4 ]", "dims: [ 5 ]"),

@@ -1,4 +1,4 @@
-"""Fixes that take the answer from the model file (PB03, PB08, PB09, IO02, IO03, IO53, ORT02, ORT03, ORT05).
+"""Fixes that take the answer from the model file (PB03, PB08, PB09, IO02, IO03, ORT02, ORT03, ORT05).
 
 A model file is trusted only when it reads as what its name says: an ONNX file must
 decode, a .py file must define TritonPythonModel.
@@ -148,17 +148,6 @@ def _doubled_batch(ctx: FixContext, side: str, index: int, entry, io: ModelIO) -
         return None
     return Fix((remove_node(ctx.text, node),),
                f"dropped the batch dimension from the dims of {side} '{entry.name}'; max_batch_size adds it")
-
-
-@fixer("IO53", """
-    Drops the leading -1 from dims when the ONNX model file shows that it is the batch
-    dimension written twice (the model's rank equals the number of dims). Without a model
-    file to confirm it, the -1 may be a real variable length and is left alone.
-    """)
-def fix_repeated_batch_dim(ctx: FixContext) -> Fix | None:
-    found = _io_entry(ctx, "dims", 0)
-    io = onnx_io(ctx) if found else None
-    return _doubled_batch(ctx, *found, io) if io is not None else None
 
 
 @fixer("ORT05", """
