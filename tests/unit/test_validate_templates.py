@@ -131,3 +131,11 @@ def test_positions_map_back_to_the_original_text(values, pad):
     assert plain.sourcemap.locate(("max_batch_size",), "key") == filled.sourcemap.locate(("max_batch_size",), "key")
     for diagnostic in filled.diagnostics:
         assert 1 <= diagnostic.span.line <= 4
+
+
+def test_set_is_refused_with_fix(work, capsys):
+    Path("t.pbtxt").write_text(TEMPLATE)
+    before = Path("t.pbtxt").read_bytes()
+    code, _, err = cli(capsys, "validate", "t.pbtxt", "--fix", *FILLED)
+    assert code == 2 and "--set cannot be combined with --fix" in err
+    assert Path("t.pbtxt").read_bytes() == before
