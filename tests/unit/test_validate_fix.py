@@ -256,3 +256,13 @@ def test_docs_list_every_fixable_code():
     section = docs.split("## Fixing: `--fix` and `--diff`")[1].split("\n## ")[0]
     listed = set(re.findall(r"^\| ([A-Z]+\d\d) \|", section, re.M))
     assert listed == {code for code, info in all_codes().items() if info.fix}
+
+
+def test_plain_validate_says_how_many_problems_fix_can_fix(tmp_path, capsys):
+    onnx_model(tmp_path, COMMENTED + UNFIXABLE)
+    onnx_model(tmp_path, ONNX.format(name="clean"), "clean")
+    with working_directory(tmp_path):
+        code, _, err = cli(capsys, "validate", "m")
+        assert code == 1 and err == "2 of these can be fixed with `tritonctl validate --fix` (preview: --diff)\n"
+        code, _, err = cli(capsys, "validate", "clean")
+        assert code == 0 and err == ""

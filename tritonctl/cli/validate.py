@@ -142,8 +142,18 @@ def validate(
     _emit(text, output)
     if to_file:
         typer.echo(f"wrote {output}: {summary_line(report)}", err=True)
+    if fmt == "text" and not fix:
+        _hint_fixable(report)
     failed = report.errors > 0 or (strict and report.warnings > 0)
     raise typer.Exit(1 if failed else 0)
+
+
+def _hint_fixable(report) -> None:
+    from tritonctl.repo_schema.fixes.engine import count_fixable
+
+    count = count_fixable(report)
+    if count:
+        typer.echo(f"{count} of these can be fixed with `tritonctl validate --fix` (preview: --diff)", err=True)
 
 
 def _apply_fixes(run, write: bool, output: Path | None, diff_to_stderr: bool):

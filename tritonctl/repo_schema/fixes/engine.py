@@ -199,3 +199,19 @@ def _parses_no_worse(old_text: str, new_text: str, fix: Fix, diag: Diagnostic) -
     if target is None:
         return len(new.errors) < len(old.errors)
     return not any(code == diag.code and offset == old_to_new(target[0]) for offset, code, _ in new.problems)
+
+
+def count_fixable(report) -> int:
+    """How many of the report's diagnostics a fixer has an edit for (before the parse check)."""
+    texts: dict[Path, str | None] = {}
+    count = 0
+    for diag in report.diagnostics:
+        fix_one = FIXERS.get(diag.code)
+        if fix_one is None or diag.path is None or diag.path.suffix != ".pbtxt" or not diag.path.is_file():
+            continue
+        key = diag.path.resolve()
+        if key not in texts:
+            texts[key] = _read(diag.path)
+        if texts[key] is not None and fix_one(FixContext(diag, diag.path, texts[key])) is not None:
+            count += 1
+    return count
