@@ -135,10 +135,11 @@ DUPLICATE_OUTPUT = register("IO51", "two outputs with the same name", "warning",
     Triton loads a config that lists one output name twice and silently uses the first
     entry; the second (with its dims and type) is never applied. Remove or rename it.
     """, "NC-01")
-INPUT_IS_OUTPUT = register("IO52", "name used for an input and an output", "warning", """
-    Triton loads a config whose input and output share a name, but clients then cannot
-    tell the two apart and requested outputs come back empty. Use distinct names (they
-    must match the model's tensor names).
+INPUT_IS_OUTPUT = register("IO52", "name used for an input and an output", "info", """
+    Triton loads a config whose input and output share a name, and inputs and outputs
+    are addressed separately, so this works: a model may pass a tensor through
+    (TensorRT-LLM's preprocessing returns its REQUEST_OUTPUT_LEN input). It is often a
+    copy-paste slip, though, so it is noted: check that both are the model's tensor names.
     """, "NC-01")
 REPEATED_BATCH_DIM = register("IO53", "the model file shows the batch dimension doubled", "warning", """
     With max_batch_size > 0 Triton prepends the batch dimension itself: dims: [ 3, 224,
@@ -352,7 +353,7 @@ def _check_names(ctx) -> None:
             seen_outputs[io.name] = i
         if io.name in seen_inputs:
             ctx.report(INPUT_IS_OUTPUT, f"'{io.name}' is the name of an input and of an output",
-                       ("output", i, "name"), hint="use the model's distinct tensor names for inputs and outputs")
+                       ("output", i, "name"), hint="fine for a tensor the model passes through; otherwise use the model's own tensor names")
 
 
 @model_rule
