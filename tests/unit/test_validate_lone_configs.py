@@ -72,6 +72,10 @@ def test_lone_ensemble_does_not_look_for_its_members(work, capsys):
     Path("pipe.pbtxt").write_text(ENSEMBLE.replace('value: "OUT"', 'value: "OUTT"'))
     code, out, _ = cli(capsys, "validate", "pipe.pbtxt", "--format", "json")
     assert code == 1 and "ENS08" in _codes(out)
+    # So is an ensemble that runs itself.
+    Path("pipe.pbtxt").write_text(ENSEMBLE.replace('model_name: "pre"', 'model_name: "pipe"'))
+    code, out, _ = cli(capsys, "validate", "pipe.pbtxt", "--format", "json")
+    assert code == 1 and "ENS11" in _codes(out)
 
 
 def test_several_files_and_a_directory_of_configs(work, capsys):

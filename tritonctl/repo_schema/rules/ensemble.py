@@ -328,6 +328,11 @@ def check_ensemble(ctx) -> None:
     check_dataflow(ctx, config, flow)
     if ctx.can_check(ENSEMBLE_MEMBERS):
         check_composing_models(ctx, config)
+    else:
+        for index, step in enumerate(config.ensemble_scheduling.step):
+            if step.model_name == ctx.name:  # a cycle that needs no other model to see
+                ctx.report(CIRCULAR, f"circular dependency between ensembles: {ctx.name} -> {ctx.name}",
+                           STEP + (index, "model_name"), hint="an ensemble cannot contain itself")
     from tritonctl.repo_schema.rules.ensemble_tensors import check_tensors
 
     check_tensors(ctx, config, flow)
