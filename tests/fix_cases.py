@@ -132,6 +132,9 @@ CASES = [
          'max_batch_size: 8\nparameters { key: "intra_op_thread_count" value { string_value: "2" } }\n'
          'parameters { key: "intra_op_thread_count" value { string_value: "1" } }\n',
          fixed='max_batch_size: 8\nparameters { key: "intra_op_thread_count" value { string_value: "1" } }\n'),
+    Case("par50_key", "PAR50", "onnx", "max_batch_size: 8\n",
+         'max_batch_size: 8\nparameters { key: "enable_mem_arna" value { string_value: "1" } }\n',
+         fixed='max_batch_size: 8\nparameters { key: "enable_mem_arena" value { string_value: "1" } }\n'),
     Case("top02_name", "TOP02", "onnx", 'name: "top02_name"', 'name: "resnet"'),
     Case("db01_above_max", "DB01", "onnx", "max_batch_size: 8\n",
          "max_batch_size: 8\ndynamic_batching { preferred_batch_size: [ 4, 16 ] }\n",

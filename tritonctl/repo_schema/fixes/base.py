@@ -309,15 +309,36 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def typo_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) from ``a`` to ``b``."""
+    previous2, previous = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if previous2 is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
 def unique_candidate(word: str, choices, aliases: dict[str, str] | None = None) -> str | None:
-    """The one name ``word`` was meant to be, or None when there is none or more than one."""
+    """The one name ``word`` was meant to be, or None when there is none or more than one.
+
+    A known alias or a case slip wins; then the names one or two typing slips away (one
+    for short words); failing those, the only close spelling.
+    """
     choices = list(choices)
     if aliases and aliases.get(word) in choices:
         return aliases[word]
     folded = [c for c in choices if word.lower() == c.lower() or any(
         word.upper() == c[len(p):] for p in ("TYPE_", "KIND_") if c.startswith(p))]
-    if len(folded) == 1:
-        return folded[0]
+    if folded:
+        return folded[0] if len(folded) == 1 else None
+    limit = 1 if len(word) < 6 else 2
+    near = [c for c in choices if typo_distance(word.lower(), c.lower()) <= limit]
+    if near:
+        return near[0] if len(near) == 1 else None
     close = difflib.get_close_matches(word, choices, n=2, cutoff=0.75)
     return close[0] if len(close) == 1 else None
 

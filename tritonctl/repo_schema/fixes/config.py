@@ -200,3 +200,25 @@ def fix_unknown_backend(ctx: FixContext) -> Fix | None:
     if model_file_backend(ctx, candidate) != candidate:
         return None
     return Fix((Edit(entry[2], entry[3], quote(candidate)),), f"wrote backend: \"{candidate}\"")
+
+
+@fixer("PAR50", """
+    Renames a misspelt parameter key when exactly one key the backend reads is close
+    (`enable_mem_arna` -> `enable_mem_arena`, `Execution_Mode` -> `execution_mode`) and
+    that key is not set already. Keys of custom backends, and Python models' own keys,
+    are left alone.
+    """)
+def fix_parameter_key(ctx: FixContext) -> Fix | None:
+    from tritonctl.repo_schema.normalize import core_normalize
+    from tritonctl.repo_schema.rules.parameters import known_keys
+
+    config = ctx.config
+    path = _value_path(ctx, "parameters", None, "key")
+    if config is None or path is None:
+        return None
+    keys = known_keys(core_normalize(config, ctx.model_dir).backend)
+    candidate = unique_candidate(path[1], sorted(keys or ()))
+    if candidate is None or candidate in config.parameters:
+        return None
+    entry = ctx.entry(path)
+    return Fix((Edit(entry[2], entry[3], quote(candidate)),), f"renamed parameter '{path[1]}' to '{candidate}'")
