@@ -25,14 +25,15 @@ dynamic_batching {
 }
 input [ { name: "ids" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true },
         { name: "len" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } } ]
-output [ { name: "out" data_type: TYPE_INT32 dims: [ -1, -1 ] } ]
+output [ { name: "out" data_type: ${logits_datatype} dims: [ -1, -1 ] } ]
 instance_group [ { count: ${instance_count} kind: KIND_CPU } ]
 parameters { key: "engine_dir" value { string_value: "${engine_dir}" } }
 parameters { key: "max_beam_width" value { string_value: "${max_beam_width}" } }
 parameters: { key: "tokenizer" value: { string_value: "${tokenizer_dir}/tokenizer.json" } }
 '''
 FILLED = ["--set", "triton_max_batch_size=64", "--set", "decoupled_mode=false",
-          "--set", "max_queue_delay_microseconds=100", "--set", "instance_count=2"]
+          "--set", "max_queue_delay_microseconds=100", "--set", "instance_count=2",
+          "--set", "logits_datatype=TYPE_FP32"]
 
 
 def _run(capsys, *args) -> tuple[int, list[dict], str]:
@@ -52,7 +53,7 @@ def test_each_placeholder_is_one_error_and_the_rest_is_checked(work, capsys):
     code, found, _ = _run(capsys, "t.pbtxt")
     assert code == 1
     placeholders = [(d["line"], d["column"]) for d in found if d["code"] == "TXT11"]
-    assert placeholders == [(3, 17), (4, 39), (6, 27), (7, 33), (12, 27)]
+    assert placeholders == [(3, 17), (4, 39), (6, 27), (7, 33), (11, 35), (12, 27)]
     # Nothing about the unset fields (no "max_batch_size is 0" for the batching fields); the
     # problem after them is found.
     assert {d["code"] for d in found} - {"TXT11", "TXT51", "TXT53", "REPO54"} == {"OPT50"}, found

@@ -169,8 +169,8 @@ def group_name(ctx, index: int) -> str:
 def _gpu_hint(gpus: GpuInfo | None) -> str:
     if gpus is None:
         return "no server has a negative GPU id; ids count from 0"
-    return (f"checked for a server with {gpus.count} GPU(s) ({gpus.source}); if the target server has "
-            f"another count, pass --gpus <count> (or set {ASSUME_GPUS_ENV}=<count>)")
+    return (f"checked for a server with {gpus.count} GPU(s) ({gpus.source}); for a target server with "
+            f"another count, validate with --gpus <count> (or {ASSUME_GPUS_ENV}=<count>)")
 
 
 @model_rule
