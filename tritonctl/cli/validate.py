@@ -92,6 +92,10 @@ def validate(
                              "layout kept), print them as a unified diff, then report what remains."),
     diff: bool = typer.Option(False, "--diff", help="Print the fixes --fix would make as a unified diff; "
                               "write nothing."),
+    no_exec: bool = typer.Option(False, "--no-exec",
+                                 help="Never run model code. By default a Python model's auto_complete_config "
+                                 "runs in a separate process (30 s limit), as in Triton, and the config it "
+                                 "completes is checked."),
 ) -> None:
     if explain is not None:
         from tritonctl.repo_schema.render.codes import explain_text
@@ -110,11 +114,13 @@ def validate(
 
     from tritonctl.repo_schema.context import CheckOptions
     from tritonctl.repo_schema.gpus import target_gpus
+    from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
     from tritonctl.repo_schema.render import render, summary_line, use_color
     from tritonctl.repo_schema.validate import UsageError, validate_paths
 
     try:
-        options = CheckOptions(config_only=config_only, gpus=target_gpus(gpus))
+        options = CheckOptions(config_only=config_only, gpus=target_gpus(gpus),
+                               model_code=ModelCodePolicy(run=not no_exec))
     except ValueError as exc:
         raise CliError(f"{exc} (from --gpus or TRITONCTL_ASSUME_GPUS)", 2) from None
     options = replace(options, values=_template_values(values or []))

@@ -5,6 +5,10 @@ reference section 3.1), instance-group normalization (3.2), then the backend's
 auto-complete, which may add max_batch_size, inputs, outputs and a dynamic batcher
 (3.3), then normalization again. ``effective_config`` replays those steps offline,
 so ``tritonctl generate --effective``, ``validate`` and ``serve`` share one answer.
+
+Two backends complete their configs from code: a Python model's ``auto_complete_config``
+(evaluated by ``python_autocomplete`` in a child process, see ``complete_python_model``) and
+DALI, which reads inputs, outputs and max_batch_size from its pipeline (not evaluated here).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Sequence
 from tritonctl.repo_schema.diagnostics import Diagnostic, code_info, register
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.normalize import core_normalize
+from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, PythonCompletion, complete_config
 from tritonctl.repo_schema.repository import ModelSource, version_dirs
 from tritonctl.repo_schema.schema import data_type_value, model_config_pb2
 
@@ -70,6 +75,50 @@ TENSORRT_SKIPPED = register(
     `pip install 'tritonctl[tensorrt]'` on a GPU machine, or list the inputs and outputs
     in config.pbtxt.
     """, "3.3")
+PYTHON_AUTOCOMPLETE_FAILED = register(
+    "AC04", "a Python model's auto_complete_config refuses its config", "error",
+    """
+    Triton's Python backend calls TritonPythonModel.auto_complete_config(config) once at
+    load, with the config as written, and loads the model with the config it returns. The
+    pb_utils.ModelConfig API refuses a change that contradicts the config ("configuration
+    expects datatype TYPE_INT32 for input 'INPUT1', model provides TYPE_FP32", "configuration
+    specified max_batch_size 6, but in auto-complete-config function for model 'm' specified
+    max_batch_size 4", "input 'INPUT1' ... is missing 'dims' property.", ...), the function may
+    raise or forget to return the config ("must return a valid pb.ModelConfig object."), or
+    model.py fails to import; each fails the model. tritonctl runs auto_complete_config the
+    same way, in a separate process, and quotes Triton's error. Make the config and the model
+    agree, or fix model.py. `--no-exec` skips running model code.
+    """, "BE-PY-02")
+PYTHON_AUTOCOMPLETE_STUCK = register(
+    "AC05", "a Python model's auto_complete_config hangs or crashes", "error",
+    """
+    auto_complete_config runs at load, in Triton's stub process, which the server waits on for
+    stub-timeout-seconds (30 by default). A function that does not return in that time (a
+    download, a lock, an endless loop) or a process that dies (a segfault in a native import,
+    os._exit) fails the model. tritonctl gives the function the same time limit in its own
+    process. Keep auto_complete_config to describing the model: no network, no heavy loading.
+    """, "BE-PY-02")
+PYTHON_AUTOCOMPLETE_NOT_RUN = register(
+    "AC52", "a Python model's auto_complete_config was not evaluated", "info",
+    """
+    The model defines auto_complete_config, so Triton completes the config with it at load,
+    but tritonctl did not run it: `--no-exec` was given, model.py imports a package that is
+    not installed where tritonctl runs, or the function uses a part of pb_utils that only a
+    running server has. Inputs, outputs, max_batch_size, dynamic batching and the
+    transaction policy it may fill in are then not checked (a missing data_type or dims is
+    not reported). Install the model's packages, or drop `--no-exec`, to check them.
+    """, "BE-PY-02")
+DALI_AUTOCOMPLETE_NOT_EVALUATED = register(
+    "AC53", "DALI fills in this config from its pipeline; not checked", "info",
+    """
+    Triton's DALI backend reads the pipeline (model.dali, or 1/dali.py serialized at load) and
+    fills in what config.pbtxt leaves out: missing inputs and outputs, their data_type and
+    dims, and max_batch_size (auto-complete is on unless tritonserver runs with
+    --disable-auto-complete-config). tritonctl does not run DALI pipelines, so what the
+    pipeline provides is not checked here; a data_type or dims the pipeline does not declare
+    still fails at load ("Missing data_type config for ..."). List them in config.pbtxt to
+    have them checked.
+    """)
 
 
 @dataclass(frozen=True)
@@ -128,6 +177,19 @@ def model_version_dir(model_dir: Path, version: int | None) -> Path | None:
     if version is not None:
         numbered = [v for v in numbered if v.version == version]
     return max(numbered, key=lambda v: v.version).path if numbered else None
+
+
+# --- Python (auto_complete_config) ----------------------------------------------------
+
+def complete_python_model(config, model_dir: Path, policy: ModelCodePolicy) -> PythonCompletion | None:
+    """What a Python model's ``auto_complete_config`` makes of ``config`` (normalized): the
+    highest version's model file runs, as in ``serve``. None when the model is not Python."""
+    if config.backend != "python" or config.platform == "ensemble":
+        return None
+    version_dir = model_version_dir(model_dir, None)
+    if version_dir is None:
+        return None
+    return complete_config(config, version_dir / (config.default_model_filename or "model.py"), policy)
 
 
 # --- instance groups (3.2) -------------------------------------------------------------

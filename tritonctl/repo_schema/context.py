@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.gpus import GpuInfo
+from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
 from tritonctl.repo_schema.repository import ModelSource, VersionDir
 
 # What a config-only check leaves out, in the order the info line lists them.
@@ -28,10 +29,12 @@ class CheckOptions:
     and data files, sibling models and the directory layout are not looked at.
     ``gpus``: the target server's GPUs; None when unknown, so GPU ids and GPU kinds
     are not checked against any machine.
+    ``model_code``: whether model code (a Python model's auto_complete_config) may run.
     """
 
     config_only: bool = False
     gpus: GpuInfo | None = None
+    model_code: ModelCodePolicy = ModelCodePolicy()
     values: tuple[tuple[str, str], ...] = ()  # template placeholders to fill (--set NAME=VALUE)
 
     @property
@@ -111,12 +114,44 @@ class ModelContext:
         return [] if self.options.config_only else self.source.versions
 
     @cached_property
-    def effective(self):
+    def normalized(self):
         """The config after Triton's core normalization (name, platform/backend,
         default filename, version policy, preferred sizes, pinned memory)."""
         from tritonctl.repo_schema.normalize import core_normalize
 
         return core_normalize(self.config, self.model_dir, detect=not self.options.config_only)
+
+    @cached_property
+    def python_completion(self):
+        """What the Python model's ``auto_complete_config`` made of the config (None: not Python)."""
+        from tritonctl.repo_schema.autocomplete import complete_python_model
+        from tritonctl.repo_schema.python_autocomplete import NOT_READ, PythonCompletion
+
+        if self.normalized.backend != "python":
+            return None
+        if not self.can_check(MODEL_FILES):
+            return PythonCompletion(NOT_READ)  # model.py is not looked at: what it completes is unknown
+        return complete_python_model(self.normalized, self.model_dir, self.options.model_code)
+
+    @cached_property
+    def effective(self):
+        """The config Triton checks and runs: normalized, completed by a Python model's
+        ``auto_complete_config`` when it has one, and normalized again."""
+        completion = self.python_completion
+        if completion is None or completion.config is None:
+            return self.normalized
+        from tritonctl.repo_schema.normalize import core_normalize
+
+        return core_normalize(completion.config, self.model_dir)
+
+    @property
+    def io_left_to_backend(self) -> bool:
+        """Whether the backend fills in inputs and outputs at load in a way not known here: DALI
+        reads them from its pipeline; a Python model's auto_complete_config that was not run."""
+        if self.normalized.backend == "dali":
+            return True
+        completion = self.python_completion
+        return completion is not None and not completion.evaluated
 
     @property
     def backend(self) -> str:

@@ -43,6 +43,7 @@ def write_model(repo: Path, name: str, source: str, config: str = "") -> None:
 def server(tmp_path):
     repo = tmp_path / "repo"
     write_model(repo, "completed", COMPLETING.replace("{extra}", ""))
+    write_model(repo, "partly_written", COMPLETING.replace("{extra}", ""), 'output [ { name: "OUT" } ]\n')
     write_model(repo, "conflicting", COMPLETING.replace("{extra}", ""),
                 'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 3 ] } ]\n')
     write_model(repo, "returns_nothing", COMPLETING.replace("return auto_complete_model_config", "return None")
@@ -74,6 +75,8 @@ def test_the_completed_config_is_served(server):
 def test_a_failing_auto_complete_stops_only_its_model(server):
     index = {row["name"]: row for row in server.manager.index()}
     assert index["completed"]["state"] == "READY" and index["decoupled"]["state"] == "READY"
+    # an output listed without data_type and dims is completed by auto_complete_config, as in Triton
+    assert index["partly_written"]["state"] == "READY", index["partly_written"]
     assert index["conflicting"]["state"] == "UNAVAILABLE"
     assert ("unable to load model 'conflicting', configuration expects datatype TYPE_INT32 for input 'IN', model "
             "provides TYPE_FP32") in index["conflicting"]["reason"]

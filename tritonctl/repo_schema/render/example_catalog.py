@@ -31,6 +31,10 @@ STATE = (
     'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 '
     "dims: [ 4 ]%s\n  } ]\n}\n"
 )
+AUTO_COMPLETE = (
+    "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(config):\n        %s\n"
+    "        return config\n\n    def execute(self, requests):\n        return []\n"
+)
 ORT_OK = OnnxModel((("INPUT0", "FLOAT", ("batch", 4)),), (("OUTPUT0", "FLOAT", ("batch", 4)),))
 ORT_FIXED = OnnxModel((("INPUT0", "FLOAT", (1, 4)),), (("OUTPUT0", "FLOAT", (1, 4)),))
 
@@ -572,6 +576,16 @@ EXAMPLES: dict[str, Example] = {
         files=(("1/model.py", "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n"),),
     ),
     "PY01": Example(H + IO, files=(("1/model.py", "def broken(:\n"),)),
+    "AC04": Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n' + OUT,
+        files=(("1/model.py", AUTO_COMPLETE % 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", '
+                '"dims": [4]})'),),
+    ),
+    "AC52": Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 } ]\n' + OUT,
+        files=(("1/model.py", "import tensorrt_llm_runtime_helpers\n\n" + AUTO_COMPLETE % "pass"),),
+    ),
+    "AC53": Example('backend: "dali"\nmax_batch_size: 8\n', files=(("1/dali.py", "# @autoserialize pipeline\n"),)),
     "ENS19": Example(
         ensemble(
             step(model="gen_a", i='key: "A" value: "INPUT0"', o='key: "OUT" value: "a"'),

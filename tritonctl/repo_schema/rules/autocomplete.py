@@ -1,15 +1,28 @@
-"""Backend auto-complete failures Triton reports at load time (AC-*).
+"""Backend auto-complete at load time (AC-*): ONNX Runtime's batching check, a Python model's
+``auto_complete_config`` (run in a child process, see python_autocomplete.py) and what DALI's
+pipeline fills in.
 
-The codes live beside ``effective_config`` in repo_schema/autocomplete.py; this rule
-reports the one a config file can be blamed for, at the field at fault.
+The codes live beside ``effective_config`` in repo_schema/autocomplete.py; these rules report
+them at the field (or the model.py line) at fault.
 """
 
 from __future__ import annotations
 
-from tritonctl.repo_schema.autocomplete import NOT_BATCHABLE, batch_capable, model_version_dir
+from tritonctl.repo_schema import python_autocomplete as pyac
+from tritonctl.repo_schema.autocomplete import (
+    DALI_AUTOCOMPLETE_NOT_EVALUATED,
+    NOT_BATCHABLE,
+    PYTHON_AUTOCOMPLETE_FAILED,
+    PYTHON_AUTOCOMPLETE_NOT_RUN,
+    PYTHON_AUTOCOMPLETE_STUCK,
+    batch_capable,
+    model_version_dir,
+)
 from tritonctl.repo_schema.context import MODEL_FILES
+from tritonctl.repo_schema.diagnostics import Diagnostic, Span, code_info
 from tritonctl.repo_schema.modelfiles import ModelFileError
 from tritonctl.repo_schema.rules import model_rule
+from tritonctl.repo_schema.rules.layout import anchor
 
 
 @model_rule
@@ -40,3 +53,61 @@ def check_onnx_autofill_batching(ctx) -> None:
                "is specified\")",
                ("max_batch_size",),
                hint="set max_batch_size: 0, or export the model with a dynamic first (batch) dimension")
+
+
+@model_rule
+def check_python_auto_complete(ctx) -> None:
+    completion = ctx.python_completion
+    if completion is None or completion.evaluated or completion.outcome == pyac.NOT_READ:
+        return  # NOT_READ: the "not checked without the repository" line names model files
+    if completion.outcome == pyac.FAILED:
+        _report_at_model_file(ctx, PYTHON_AUTOCOMPLETE_FAILED, f"model '{ctx.name}' does not load: "
+                              f"{completion.message}", completion,
+                              "make config.pbtxt and what auto_complete_config adds agree, or fix model.py")
+    elif completion.outcome in (pyac.TIMED_OUT, pyac.CRASHED):
+        _report_at_model_file(ctx, PYTHON_AUTOCOMPLETE_STUCK, f"model '{ctx.name}' does not load: "
+                              f"{completion.message}", completion,
+                              "auto_complete_config should only describe the model: no downloads, no heavy "
+                              "loading (Triton waits stub-timeout-seconds, 30 by default)")
+    else:  # NOT_RUN, UNAVAILABLE
+        ctx.report(PYTHON_AUTOCOMPLETE_NOT_RUN,
+                   f"auto_complete_config of model '{ctx.name}' not evaluated: {completion.message}; the inputs, "
+                   "outputs, max_batch_size and batching it may fill in are not checked", anchor(ctx),
+                   hint="run without --no-exec, with the model's packages installed, to check them")
+
+
+def _report_at_model_file(ctx, code: str, message: str, completion, hint: str) -> None:
+    """At the model.py line that failed when known, else at the config."""
+    line = completion.line
+    try:
+        text = completion.model_file.read_text(encoding="utf-8", errors="replace").splitlines()[line - 1]
+    except (AttributeError, TypeError, OSError, IndexError):
+        ctx.report(code, message, anchor(ctx), hint=hint)
+        return
+    start = len(text) - len(text.lstrip()) + 1
+    ctx.diagnostics.append(Diagnostic(code, code_info(code).severity, message, completion.model_file,
+                                      Span(line, start, line, max(len(text.rstrip()) + 1, start + 1)), hint,
+                                      ctx.name))
+
+
+@model_rule
+def check_dali_auto_complete(ctx) -> None:
+    config = ctx.effective
+    if config.backend != "dali":
+        return
+    left = [f"{side} '{entry.name}' ({' and '.join(what)})"
+            for side, entries in (("input", config.input), ("output", config.output)) for entry in entries
+            if (what := [w for w, missing in (("data_type", not entry.data_type), ("dims", not entry.dims))
+                         if missing])]
+    if not config.input:
+        left.insert(0, "the inputs")
+    if not config.output:
+        left.insert(0 if config.input else 1, "the outputs")
+    if not ctx.written(("max_batch_size",)):
+        left.append("max_batch_size")
+    if left:
+        listed = left[0] if len(left) == 1 else f"{', '.join(left[:-1])} and {left[-1]}"
+        ctx.report(DALI_AUTOCOMPLETE_NOT_EVALUATED,
+                   f"DALI fills in {listed} from the pipeline at load; tritonctl does not read DALI "
+                   "pipelines, so this is not checked", anchor(ctx),
+                   hint="list them in config.pbtxt to have them checked")

@@ -95,7 +95,9 @@ def _fmt(dims: tuple[int, ...]) -> str:
 def completed_config(ctx):
     """The composing model's config after auto-complete, or None when it cannot be known here."""
     config = model_config_pb2().ModelConfig()
-    config.CopyFrom(ctx.effective)
+    config.CopyFrom(ctx.effective)  # a Python model's auto_complete_config has run here, when it could
+    if ctx.io_left_to_backend and not (_io_complete(config) and ctx.written(("max_batch_size",))):
+        return None  # DALI's pipeline, or an auto_complete_config that was not run, fills the rest
     if config.platform == "ensemble" or (config.input and config.output):
         return config
     loaded = versions_to_load(ctx)
@@ -110,14 +112,13 @@ def completed_config(ctx):
         failed = any(code_info(code).severity is Severity.ERROR for code in problems)
         return None if failed or not (config.input and config.output) else config
     if config.backend == "python":
-        from tritonctl.repo_schema.modelfiles.python import read_python_model
-
-        try:
-            info = read_python_model(version_dir / (config.default_model_filename or "model.py"))
-        except OSError:
-            return None
-        return None if info.autocompletes or info.syntax_error else config
+        return None if ctx.io_left_to_backend else config
     return None
+
+
+def _io_complete(config) -> bool:
+    entries = [*config.input, *config.output]
+    return bool(config.input and config.output) and all(e.data_type and e.dims for e in entries)
 
 
 def _node(origin: str, model: str, batching: bool, io, use_reshape: bool) -> TensorNode:

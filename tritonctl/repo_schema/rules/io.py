@@ -252,10 +252,14 @@ def _check_entry(ctx, io, kind: str, index: int) -> None:
     if not io.name:
         ctx.report(NO_NAME, f"{what} has no name", path + ("name",),
                    hint="add name: \"...\" with the tensor's name in the model")
-    if io.data_type == 0:
+    # A backend that fills in inputs and outputs at load (DALI, a Python auto_complete_config
+    # that was not run) may supply a missing data_type or dims: AC52/AC53 say it is not checked.
+    left_to_backend = ctx.io_left_to_backend
+    if io.data_type == 0 and not left_to_backend:
         ctx.report(NO_DATA_TYPE, f"{what} has no data_type", path + ("data_type",),
                    hint="add data_type: TYPE_FP32 (or the type the model declares)")
-    _check_shape(ctx, io, path, what, config.max_batch_size)
+    if io.dims or not left_to_backend:
+        _check_shape(ctx, io, path, what, config.max_batch_size)
     if kind == "input" and io.format in (1, 2) and len(io.dims) != 3:
         fmt = model_config_pb2().ModelInput.Format.Name(io.format)
         ctx.report(FORMAT_RANK, f"{what} has format {fmt} but {len(io.dims)} dims; image formats need 3",

@@ -18,8 +18,11 @@ MISSING_MODEL_FILE = register(
     (a file, or a directory holding model.onnx), model.plan, model.pt, model.py,
     model.xml, or the name set by default_model_filename / cc_model_filenames.
     Triton fails the version with "unable to find '<path>' for model instance
-    '<inst>'" (the Python backend fails with "Python model file not found"). Put
-    the file into the version directory, or fix default_model_filename.
+    '<inst>'" (the Python backend fails with "Python model file not found"). DALI
+    also accepts `dali.py` in the version directory, a pipeline it serializes at load
+    (autoserialization); without either it fails with "Failed to load model file. The
+    program looked in the following locations: ...". Put the file into the version
+    directory, or fix default_model_filename.
     """, "PB-10")
 FILENAME_IS_A_PATH = register(
     "PB11", "model file name with a path separator or '..'", "error",
@@ -75,6 +78,9 @@ NOT_CHECKED = register(
     are linted in CI; validate the model repository itself to run every check.
     """)
 
+# DALI's backend falls back to this pipeline definition (autoserialized at load) when the model
+# file (model.dali or default_model_filename) is missing or not a serialized pipeline.
+DALI_FALLBACK_FILE = "dali.py"
 CACHE_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", ".git", ".svn", ".hg", ".idea", ".vscode"})
 # Backends whose default model file name is known; others (custom, python-based) are not checked.
 DEFAULT_FILES = {
@@ -226,10 +232,21 @@ def check_model_files_present(ctx) -> None:
                                path, hint=f"an ONNX directory must hold {version_dir.name}/model.onnx/model.onnx "
                                           "next to its external data files")
                 continue
-            if not target.exists():
-                present = sorted(p.name for p in version_dir.iterdir()) if version_dir.is_dir() else []
-                found = f" (it holds: {', '.join(present)})" if present else " (it is empty)"
+            if target.exists():
+                continue
+            present = sorted(p.name for p in version_dir.iterdir()) if version_dir.is_dir() else []
+            found = f" (it holds: {', '.join(present)})" if present else " (it is empty)"
+            if ctx.effective.backend == "dali":
+                if (version_dir / DALI_FALLBACK_FILE).is_file():
+                    continue  # DALI builds the pipeline from dali.py (autoserialization)
                 ctx.report(MISSING_MODEL_FILE,
-                           f"version {version} of model '{ctx.name}' has no {filename}{found}",
-                           path, hint=f"put {filename} into {ctx.name}/{version_dir.name}/, or set "
-                                      "default_model_filename to the file's name")
+                           f"version {version} of model '{ctx.name}' has neither {filename} nor "
+                           f"{DALI_FALLBACK_FILE}{found}", path,
+                           hint=f"put the serialized pipeline at {ctx.name}/{version_dir.name}/{filename}, or "
+                                f"the @autoserialize pipeline definition at {ctx.name}/{version_dir.name}/"
+                                f"{DALI_FALLBACK_FILE}")
+                continue
+            ctx.report(MISSING_MODEL_FILE,
+                       f"version {version} of model '{ctx.name}' has no {filename}{found}",
+                       path, hint=f"put {filename} into {ctx.name}/{version_dir.name}/, or set "
+                                  "default_model_filename to the file's name")

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from tritonctl.serve.backends.pb_model_config import ModelConfig  # noqa: F401 - part of the module's API
+# The config API and the error types are shared with `validate` (which runs auto_complete_config).
+from tritonctl.repo_schema.pb_config import (  # noqa: F401 - part of the module's API
+    ModelConfig,
+    TritonError,
+    TritonModelException,
+    get_input_config_by_name,
+    get_output_config_by_name,
+    using_decoupled_model_transaction_policy,
+)
 
 TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_UINT16": np.uint16, "TYPE_UINT32": np.uint32,
@@ -31,29 +39,6 @@ TRITONSERVER_MEMORY_CPU = 0
 TRITONSERVER_MEMORY_GPU = 2
 # DataType enum numbers of model_config.proto (TYPE_BOOL = 1 ... TYPE_STRING = 13).
 _NUMPY_BY_ENUM = dict(enumerate(TRITON_STRING_TO_NUMPY.values(), start=1))
-
-
-class TritonError:
-    """An error a model puts in an ``InferenceResponse``; ``code`` is one of the class constants."""
-
-    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED = range(8)
-
-    def __init__(self, message: str, code: int = INTERNAL):
-        self._message = str(message)
-        self._code = code
-
-    def message(self) -> str:
-        return self._message
-
-    def code(self) -> int:
-        return self._code
-
-    def __repr__(self) -> str:
-        return f"TritonError({self._message!r})"
-
-
-class TritonModelException(Exception):
-    """Raised by these helpers when a model uses them wrongly."""
 
 
 class PreferredMemory:
@@ -269,18 +254,6 @@ def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> 
 
 def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
     return next((t for t in inference_response.output_tensors() if t.name() == name), None)
-
-
-def get_input_config_by_name(model_config: dict, name: str) -> dict | None:
-    return next((t for t in model_config.get("input", []) if t.get("name") == name), None)
-
-
-def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
-    return next((t for t in model_config.get("output", []) if t.get("name") == name), None)
-
-
-def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
-    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
 
 
 def triton_string_to_numpy(triton_type_string: str):

@@ -141,7 +141,7 @@ class PythonBackend(RequestBackend):
         initialize = getattr(self.model, "initialize", None)
         if initialize is None:
             return
-        from tritonctl.serve.core.server import config_to_json
+        from tritonctl.repo_schema.pb_config import config_to_json
 
         args = {
             "model_config": json.dumps(config_to_json(self.config)),

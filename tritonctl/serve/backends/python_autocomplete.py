@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tritonctl.repo_schema.autocomplete import model_version_dir
-from tritonctl.repo_schema.modelfiles.python import read_python_model
+from tritonctl.repo_schema.python_autocomplete import may_autocomplete
 from tritonctl.serve.backends import pb_utils
 from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.backends.python import describe, exec_model_file
@@ -22,17 +22,13 @@ def complete_config(config, model_dir: Path):
     model has none. Raises BackendLoadError with what went wrong."""
     from google.protobuf import json_format
 
-    from tritonctl.serve.core.server import config_to_json
+    from tritonctl.repo_schema.pb_config import config_to_json
 
     version_dir = model_version_dir(model_dir, None)
     model_file = version_dir / (config.default_model_filename or "model.py") if version_dir else None
     if model_file is None or not model_file.is_file():
         return config  # loading the instances reports the missing file
-    try:
-        info = read_python_model(model_file)
-    except OSError:
-        return config
-    if not (info.autocompletes or info.has_bases):  # read statically: no need to run the file
+    if not may_autocomplete(model_file):  # read statically: no need to run the file
         return config
     module_name = "tritonctl_python_autocomplete_" + re.sub(r"\W", "_", config.name)
     try:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -66,11 +67,14 @@ def load_config(model_dir: Path, config_name: str | None = None, override_json: 
 
 def _from_disk(model_dir: Path, config_name: str | None) -> LoadedConfig:
     from tritonctl.repo_schema.autocomplete import effective_config
-    from tritonctl.repo_schema.validate import validate_paths
+    from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
+    from tritonctl.repo_schema.validate import default_options, validate_paths
 
     try:
         config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus())
-        checked = validate_paths([model_dir], config_name).diagnostics
+        # The server runs a Python model's auto_complete_config itself (_complete_python).
+        options = dataclasses.replace(default_options(), model_code=ModelCodePolicy(run=False))
+        checked = validate_paths([model_dir], config_name, options=options).diagnostics
     except Exception as exc:  # a config the schema code cannot handle must not stop the server
         return _error(model_dir, f"cannot build the config: {exc}")
     seen = {(d.code, d.location, d.message) for d in diagnostics}

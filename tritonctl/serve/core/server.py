@@ -7,6 +7,7 @@ import threading
 import time
 import weakref
 
+from tritonctl.repo_schema.pb_config import config_to_json
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.model import ModelVersion
@@ -170,38 +171,5 @@ def _resolve(future: asyncio.Future, response, error) -> None:
         future.set_result(response)
 
 
-def config_to_json(config) -> dict:
-    """Triton's ModelConfigToJson: proto field names, defaults printed, int64 as JSON numbers."""
-    from google.protobuf import json_format
-
-    data = json_format.MessageToDict(config, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True)
-    return _int64_to_numbers(config.DESCRIPTOR, data)
-
-
-_INT64_TYPES = {3, 4, 6, 16, 18}  # FieldDescriptor.TYPE_INT64, UINT64, FIXED64, SFIXED64, SINT64
-
-
-def _int64_to_numbers(descriptor, data):
-    for field in descriptor.fields:
-        if field.name not in data:
-            continue
-        value = data[field.name]
-        if field.message_type is not None:
-            if field.message_type.GetOptions().map_entry:
-                value_field = field.message_type.fields_by_name["value"]
-                if value_field.message_type is not None:
-                    for key in value:
-                        _int64_to_numbers(value_field.message_type, value[key])
-                elif value_field.type in _INT64_TYPES:
-                    data[field.name] = {k: int(v) for k, v in value.items()}
-            elif isinstance(value, list):
-                for item in value:
-                    _int64_to_numbers(field.message_type, item)
-            else:
-                _int64_to_numbers(field.message_type, value)
-        elif field.type in _INT64_TYPES:
-            data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
-    return data
 
 
