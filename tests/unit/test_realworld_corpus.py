@@ -44,15 +44,27 @@ TEMPLATES = {
     "k2-fsa__sherpa__triton__whisper__model_repo_whisper_trtllm__whisper__config.pbtxt":
         {"triton_max_batch_size": "8", "max_queue_delay_microseconds": "100"},
 }
-# Configs whose outputs the backend completes (DALI from its pipeline, the Python backend's
-# auto-complete): checked here, passing once that completion is part of validate.
-COMPLETED_BY_BACKEND = {
-    "triton-inference-server__dali_backend__qa__L0_autoconfig__model_repository__partial_autoconfig__config.pbtxt":
-        "DALI completes dims and data types from its pipeline",
+# Configs that name no backend and leave out dims or data types: Triton takes the backend from
+# the model directory (its name model.dali, or 1/model.py) and that backend completes them
+# (DALI from its pipeline, the Python model's auto_complete_config). Alone they are IO02/IO03;
+# in a model directory with a pipeline or model.py of that kind they are clean.
+NEEDS_MODEL_DIR = {
     "triton-inference-server__dali_backend__qa__L0_unbatched_model__model_repository__model.dali__config.pbtxt":
-        "DALI completes the outputs' dims and data types from its pipeline",
+        ("model.dali", "1/dali.py", "# the @autoserialize DALI pipeline\n"),
     "triton-inference-server__server__qa__L0_model_config__autofill_noplatform_success__python__incomplete_output"
-    "__config.pbtxt": "the Python backend's auto_complete_config completes the outputs",
+    "__config.pbtxt": ("incomplete_output", "1/model.py", """
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        for kind in ("input", "output"):
+            for i in range(2):
+                name = f"{kind.upper()}{i}"
+                getattr(config, f"add_{kind}")({"name": name, "data_type": "TYPE_FP32", "dims": [4]})
+        return config
+
+    def execute(self, requests):
+        return []
+"""),
 }
 # Refused by Triton for what is in their model files, which the corpus does not hold.
 NEEDS_MODEL_FILES = {
@@ -86,21 +98,27 @@ def _errors(found: list[dict]) -> list[tuple]:
     return [(d["code"], d["line"], d["message"]) for d in found if d["severity"] == "error"]
 
 
-def _loading_case(path: Path):
-    if path.name in COMPLETED_BY_BACKEND:
-        return pytest.param(path, id=path.name, marks=pytest.mark.xfail(
-            reason=f"{COMPLETED_BY_BACKEND[path.name]}: passes once validate completes configs as the backend does",
-            strict=False))
-    return pytest.param(path, id=path.name)
-
-
 LOADING = [p for p in _files("corpus") + _files("corpus_autofill_python")
-           if p.name not in BROKEN_UPSTREAM and p.name not in TEMPLATES]
+           if p.name not in BROKEN_UPSTREAM and p.name not in TEMPLATES and p.name not in NEEDS_MODEL_DIR]
 
 
-@pytest.mark.parametrize("path", [_loading_case(p) for p in LOADING])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in LOADING])
 def test_config_triton_loads_exits_0(path, capsys, monkeypatch):
     code, found = _validate(capsys, monkeypatch, path)
+    assert code == 0, _errors(found)
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_MODEL_DIR))
+def test_config_completed_by_the_backend_its_model_directory_shows(name, capsys, monkeypatch, tmp_path):
+    path = next(p for kind in ("corpus", "corpus_autofill_python") for p in [CORPUS / kind / name] if p.is_file())
+    code, found = _validate(capsys, monkeypatch, path)
+    assert code == 1 and {c for c, _, _ in _errors(found)} <= {"IO02", "IO03"}, _errors(found)
+    directory, file, text = NEEDS_MODEL_DIR[name]
+    model_dir = tmp_path / "repo" / directory
+    (model_dir / file).parent.mkdir(parents=True)
+    (model_dir / file).write_text(text)
+    (model_dir / "config.pbtxt").write_text(path.read_text())
+    code, found = _validate(capsys, monkeypatch, model_dir)
     assert code == 0, _errors(found)
 
 
@@ -142,7 +160,7 @@ def test_refusal_that_needs_the_model_files_is_not_guessed(name, capsys, monkeyp
 
 def test_the_lists_name_files_of_the_corpus():
     names = {p.name for kind in ("corpus", "corpus_negative", "corpus_autofill_python") for p in _files(kind)}
-    listed = set(BROKEN_UPSTREAM) | set(TEMPLATES) | set(COMPLETED_BY_BACKEND) | set(NEEDS_MODEL_FILES) | \
+    listed = set(BROKEN_UPSTREAM) | set(TEMPLATES) | set(NEEDS_MODEL_DIR) | set(NEEDS_MODEL_FILES) | \
         set(NEEDS_GPUS)
     assert listed <= names, listed - names
     assert len(_files("corpus")) >= 150 and len(_files("corpus_negative")) >= 60
@@ -151,7 +169,7 @@ def test_the_lists_name_files_of_the_corpus():
 def test_gpu_dependent_configs_pass_without_gpus_and_fail_on_a_gpu_less_server(capsys, monkeypatch):
     """The configs that failed on a GPU-less runner: KIND_GPU, gpu ids, TensorRT."""
     gpu_configs = [p for p in _files("corpus") if p.name not in BROKEN_UPSTREAM and p.name not in TEMPLATES
-                   and p.name not in COMPLETED_BY_BACKEND and ("KIND_GPU" in p.read_text() or "gpus:" in p.read_text())]
+                   and p.name not in NEEDS_MODEL_DIR and ("KIND_GPU" in p.read_text() or "gpus:" in p.read_text())]
     assert len(gpu_configs) >= 20
     for path in gpu_configs:
         code, found = _validate(capsys, monkeypatch, path)
