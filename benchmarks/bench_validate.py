@@ -6,7 +6,10 @@ ensembles, sequence models, some that draw warnings) in a temporary directory, t
 - ``tritonctl validate REPO`` as a subprocess (wall time, median of 5) and in-process;
 - ``tritonctl --help`` and ``tritonctl validate ONE_MODEL`` start-up (median of 10);
 - baselines measured in the same run: ``python -c pass`` and protobuf's
-  ``text_format.Parse`` of the same configs (the "parse only" floor).
+  ``text_format.Parse`` of the same configs (the "parse only" floor);
+- the cost of evaluating Python ``auto_complete_config``: a second repository of
+  ``--autocomplete`` Python models that define it (each runs in its own child process),
+  validated as is and with ``--no-exec`` (nothing run), in the same run.
 
 Each command runs once untimed first, with bytecode caching on (as after ``pip install``),
 even where PYTHONDONTWRITEBYTECODE is set.
@@ -60,6 +63,22 @@ ENSEMBLE = 'platform: "ensemble"\nmax_batch_size: {mbs}\n' + IO + '''ensemble_sc
   ]
 }}
 '''
+# A Python model whose auto_complete_config completes an output the config lists by name only.
+AUTOCOMPLETE_MODEL = '''import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        config.set_max_batch_size(8)
+        config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]})
+        return config
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(output_tensors=[]) for _ in requests]
+'''
+AUTOCOMPLETE = ('backend: "python"\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+                'output [ { name: "OUTPUT0" } ]\n')
 # Loadable, but each draws a warning: IG50 (instance count 0), DB51 (preferred size twice).
 WARNINGS = ('backend: "python"\nmax_batch_size: {mbs}\n' + IO
             + 'dynamic_batching {{ preferred_batch_size: [ {mbs}, {mbs} ] }}\n'
@@ -162,6 +181,8 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=5, help="runs for the repository timings")
     parser.add_argument("--startup-runs", type=int, default=10, help="runs for the start-up timings")
+    parser.add_argument("--autocomplete", type=int, default=20,
+                        help="Python models with auto_complete_config in the second repository")
     args = parser.parse_args()
 
     tritonctl = str(Path(sys.executable).parent / "tritonctl")
@@ -171,6 +192,9 @@ def main() -> None:
         mix = make_repository(repo, args.models)
         configs = sorted(repo.glob("*/config.pbtxt"))
         one_model = repo / "python_0000"
+        completing = Path(tmp) / "autocomplete"
+        for i in range(args.autocomplete):
+            write_model(completing, f"completing_{i:03d}", AUTOCOMPLETE, ("model.py", AUTOCOMPLETE_MODEL))
 
         from tritonctl.repo_schema.validate import validate_paths
 
@@ -193,6 +217,16 @@ def main() -> None:
             ("python -c pass (interpreter floor)",
              median_seconds(lambda: run_command([sys.executable, "-c", "pass"]), args.startup_runs), None),
         ]
+        if args.autocomplete:
+            executed = median_seconds(lambda: run_command([tritonctl, "validate", str(completing)]), args.runs)
+            skipped = median_seconds(lambda: run_command([tritonctl, "validate", str(completing), "--no-exec"]),
+                                     args.runs)
+            rows += [
+                (f"tritonctl validate AC_REPO ({args.autocomplete} auto_complete_config models)", executed, None),
+                ("tritonctl validate AC_REPO --no-exec (no model code run)", skipped, None),
+                ("  per model: one auto_complete_config child process", (executed - skipped) / args.autocomplete,
+                 None),
+            ]
 
     print(f"repository: {', '.join(f'{n} {kind}' for kind, n in mix.items())}; "
           f"validate found {report.errors} errors, {report.warnings} warnings")

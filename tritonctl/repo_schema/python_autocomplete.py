@@ -88,9 +88,13 @@ def complete_config(config, model_file: Path, policy: ModelCodePolicy) -> Python
 
 def _run_stub(request: dict, cwd: Path, timeout_s: float) -> dict | PythonCompletion:
     command = [sys.executable, "-m", "tritonctl.repo_schema.python_autocomplete_stub"]
+    # The stub imports this package: make sure it finds the same one, however it was installed.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     try:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   cwd=cwd, start_new_session=True)
+                                   cwd=cwd, env=env, start_new_session=True)
     except OSError as exc:
         return PythonCompletion(UNAVAILABLE, message=f"cannot start a Python process ({exc.strerror or exc})")
     try:
@@ -105,16 +109,24 @@ def _run_stub(request: dict, cwd: Path, timeout_s: float) -> dict | PythonComple
             return json.loads(out)
         except ValueError:
             pass
-    how = (f"was killed by {signal.Signals(-process.returncode).name}" if process.returncode < 0
+    how = (f"was killed by {_signal_name(-process.returncode)}" if process.returncode < 0
            else f"exited with status {process.returncode}")
     return PythonCompletion(CRASHED, message=f"the process running auto_complete_config {how} before it "
                             f"returned{_tail(err)}")
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _kill(process: subprocess.Popen) -> None:
-    """Kill the stub and whatever the model started (they share its session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """Kill the stub and whatever the model started (they share its session, on POSIX)."""
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
 
