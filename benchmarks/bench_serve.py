@@ -7,6 +7,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --protocols grpc --servers tritonctl floor-native triton
     python benchmarks/bench_serve.py --keep-cpus-awake --concurrency 1 --protocols grpc --servers tritonctl triton
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
+    python benchmarks/bench_serve.py --concurrency 32 --servers tritonctl --baseline /tmp/base  # against another checkout
 
 All servers run at once in their own processes (idle while another is measured) and every
 point is measured `--runs` times, servers taking turns, so slow drifts of this shared machine
@@ -325,19 +326,22 @@ def wait_ready(port: int, process: subprocess.Popen | None = None, timeout: floa
 class Server:
     """A server process on free ports; ``pid`` is the one whose process tree is charged."""
 
-    def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int, options: tuple[str, ...] = ()):
-        """``options``: more command-line flags, for tritonctl and triton alike."""
+    def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int, options: tuple[str, ...] = (),
+                 baseline: Path | None = None):
+        """``options``: more command-line flags, for tritonctl and triton alike. A tritonctl server
+        named ``...@base`` runs the code of ``baseline`` (another checkout) instead of this one."""
         self.name, self.model = name, workload.name
         self.http_port, self.grpc_port = free_port(), free_port()
         self.process: subprocess.Popen | None = None
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        kind, _, source = name.partition("@")
+        env = dict(os.environ, PYTHONPATH=str(baseline if source == "base" else ROOT))
         if name.startswith("tritonctl"):
             python_transports = ["--grpc-transport", "aio", "--http-transport", "uvicorn"]
-            config = spinning(workload.config) if name == "tritonctl-spin" else workload.config
+            config = spinning(workload.config) if kind == "tritonctl-spin" else workload.config
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload, config)),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
-                 *(python_transports if name == "tritonctl-py" else []), *options],
+                 *(python_transports if kind == "tritonctl-py" else []), *options],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             self.pid = self.process.pid
         elif name == "naive":
@@ -489,6 +493,9 @@ def main() -> None:
                              "floor: an empty grpc.aio handler (benchmarks/floor_server.py); floor-native: the same "
                              "canned reply over tritonctl's C++ gRPC transport")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout of tritonctl (its compiled transports built): every tritonctl server "
+                             "runs a second time from it, as NAME@base, measured in turn with this one")
     parser.add_argument("--keep-cpus-awake", action="store_true",
                         help="while measuring, a busy loop at idle priority on every CPU (see AwakeCpus), "
                              "for every server alike")
@@ -515,10 +522,13 @@ def main() -> None:
         print("| server | protocol | concurrency | infer/s | range | p50 ms | p99 ms | avg batch | server CPU % | "
               "server CPU us/req | event loop us/req |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
+        if args.baseline is not None:
+            servers += [f"{name}@base" for name in servers if name.startswith("tritonctl")]
         started = []
         try:
             for name in servers:
-                started.append(Server(name, Path(tmp) / f"repo-{name}", workload, args.delay_us))
+                started.append(Server(name, Path(tmp) / f"repo-{name}", workload, args.delay_us,
+                                      baseline=args.baseline))
             results: dict[tuple[str, str, int], Point] = {}
             for protocol in args.protocols:
                 for concurrency in concurrencies:
@@ -541,6 +551,8 @@ def main() -> None:
                 server.stop()
         for other in [s for s in servers if s != "tritonctl"]:
             compare(results, "tritonctl", other, args.protocols, concurrencies)
+        if args.baseline is not None and "tritonctl-py" in servers:
+            compare(results, "tritonctl-py", "tritonctl-py@base", args.protocols, concurrencies)
         if args.model == "mlp":
             return
         best = max(p.throughput for (name, _, _), p in results.items() if name == "tritonctl")

@@ -45,7 +45,7 @@ async def serve_aio(grpc_port: int, reply: bytes):
 async def serve_native(grpc_port: int, reply: bytes):
     """Starts serving; returns the transport, to keep."""
     from tritonctl.serve.grpc.native import INFER, STREAM, _native
-    from tritonctl.serve.grpc.service import MAX_MESSAGE
+    from tritonctl.serve.grpc.handlers import MAX_MESSAGE
 
     ok = grpc.StatusCode.OK.value[0]
     transport = _native.Server(f"127.0.0.1:{grpc_port}", MAX_MESSAGE, STREAM, INFER)

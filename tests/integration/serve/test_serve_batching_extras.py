@@ -142,7 +142,7 @@ def write_python(repo: Path, name: str, config: str, source: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("extras") / "repo"
     ragged_onnx(repo / "ragged" / "1" / "model.onnx")
     (repo / "ragged" / "config.pbtxt").write_text(RAGGED_CONFIG)
@@ -151,7 +151,7 @@ def served(tmp_path_factory):
     write_add_sub(repo, "cached", extra="response_cache { enable: true }")
     write_add_sub(repo, "uncached")
     server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
-                                           cache_config=[f"local,size={CACHE_BYTES}"], exit_timeout_secs=5))
+                                           cache_config=[f"local,size={CACHE_BYTES}"], exit_timeout_secs=5, **transports))
     server.start()
     try:
         yield server

@@ -185,7 +185,7 @@ def python_model(repo: Path, name: str, source: str, inputs: str, outputs: str, 
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("bls") / "repo"
     write_add_sub(repo, extra="dynamic_batching { }")
     write_add_sub(repo, "batched", extra="dynamic_batching { preferred_batch_size: [ 4 ] "
@@ -201,7 +201,7 @@ def served(tmp_path_factory):
     python_model(repo, "bls_fan_out", BLS_FAN_OUT, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call", SELF_CALL, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call_pair", SELF_CALL, REPORT_IN, REPORT_OUT, count=2)
-    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 

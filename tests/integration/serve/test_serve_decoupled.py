@@ -214,7 +214,7 @@ output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("decoupled") / "repo"
     models = {"repeat": REPEAT, "square": SQUARE, "final_with_last": FINAL_WITH_LAST, "async_repeat": ASYNC_REPEAT,
               "raising": RAISING, "until_cancelled": UNTIL_CANCELLED}
@@ -232,7 +232,7 @@ def served(tmp_path_factory):
     (repo / "bls_sum" / "1").mkdir(parents=True)
     (repo / "bls_sum" / "1" / "model.py").write_text(BLS_SUM)
     (repo / "bls_sum" / "config.pbtxt").write_text(BLS_SUM_CONFIG)
-    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 

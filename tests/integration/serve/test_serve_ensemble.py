@@ -35,13 +35,13 @@ ensemble_scheduling { step [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("ensemble") / "repo"
     shutil.copytree(EXAMPLES, repo)
     write_add_sub(repo, "add_sub_onnx", extra="dynamic_batching { }")
     (repo / "chain" / "1").mkdir(parents=True)
     (repo / "chain" / "config.pbtxt").write_text(ENSEMBLE)
-    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 

@@ -31,9 +31,9 @@ def fixed(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(fixed):
+def server(fixed, transports):
     options = ServeOptions(fixed["repo"], http_port=0, grpc_port=None, metrics_port=None, control_mode="explicit",
-                           load_models=["base"], exit_timeout_secs=5)
+                           load_models=["base"], exit_timeout_secs=5, **transports)
     with BackgroundServer(options) as running:
         yield running
 

@@ -20,13 +20,11 @@ from tritonctl.serve.grpc import native
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 
-@pytest.fixture(scope="module", params=["native", "aio"])
-def served(request, tmp_path_factory):
-    if request.param == "native" and not native.available():
-        pytest.skip(f"the native gRPC transport is not built here: {native.UNAVAILABLE_REASON}")
+@pytest.fixture(scope="module")
+def served(transports, tmp_path_factory):
     repo = serving_repository(tmp_path_factory.mktemp("grpc") / "repo")
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
-                           load_models=["*"], exit_timeout_secs=5, grpc_transport=request.param)
+                           load_models=["*"], exit_timeout_secs=5, **transports)
     with BackgroundServer(options) as server:
         yield server
 
@@ -162,10 +160,8 @@ def test_typed_input_contents_are_accepted(served):
 
 
 def test_protocol_faults_get_grpc_statuses(served):
-    # a message that does not parse: INTERNAL from the C++ transport, as from gRPC C++ servers;
-    # grpc.aio answers UNKNOWN
-    native_transport = served.runtime.options.grpc_transport == "native"
-    unparsable = grpc.StatusCode.INTERNAL if native_transport else grpc.StatusCode.UNKNOWN
+    # a message that does not parse: INTERNAL over either transport, as from gRPC C++ servers
+    unparsable = grpc.StatusCode.INTERNAL
     with grpc.insecure_channel(served.grpc_url) as channel:
         with pytest.raises(grpc.RpcError) as caught:
             channel.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")(b"", timeout=5)

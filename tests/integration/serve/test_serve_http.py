@@ -19,14 +19,12 @@ from tritonctl.serve.http import native
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 
-@pytest.fixture(scope="module", params=["native", "uvicorn"])
-def served(request, tmp_path_factory):
-    if request.param == "native" and not native.available():
-        pytest.skip(f"the native HTTP transport is not built here: {native.UNAVAILABLE_REASON}")
+@pytest.fixture(scope="module")
+def served(transports, tmp_path_factory):
     repo = serving_repository(tmp_path_factory.mktemp("http") / "repo")
     options = ServeOptions(repo, http_port=0, grpc_port=None, metrics_port=0, control_mode="explicit",
                            load_models=["*"], exit_timeout_secs=5, http_max_input_size=1 << 20,
-                           http_transport=request.param)
+                           **transports)
     with BackgroundServer(options) as server:
         yield server
 

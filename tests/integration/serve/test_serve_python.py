@@ -27,12 +27,12 @@ class TritonPythonModel:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("python") / "repo"
     shutil.copytree(EXAMPLES, repo)
     shutil.copytree(repo / "add_sub", repo / "raising")
     (repo / "raising" / "1" / "model.py").write_text(RAISING)
-    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 

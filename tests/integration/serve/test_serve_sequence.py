@@ -30,7 +30,7 @@ ids = itertools.count(1000)
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("sequence") / "repo"
     write_accumulator(repo, "acc_direct")
     write_accumulator(repo, "acc_oldest", strategy=OLDEST, corrid_type="TYPE_STRING")
@@ -42,7 +42,7 @@ def served(tmp_path_factory):
     write_state_model(repo, "state_direct")
     write_state_model(repo, "state_oldest", strategy="oldest { }", start_value=100)
     write_add_sub(repo, "plain")
-    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 

@@ -354,12 +354,12 @@ def mappings(key: str) -> int:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc (Linux)")
-def test_unregister_and_stop_release_the_mappings(tmp_path, regions):
+def test_unregister_and_stop_release_the_mappings(tmp_path, regions, transports):
     (tmp_path / "repo").mkdir()
     (in_name, in_key, _), (out_name, out_key, _) = regions["in"], regions["out"]
     assert mappings(in_key) == mappings(out_key) == 1
     server = BackgroundServer(ServeOptions(tmp_path / "repo", http_port=0, grpc_port=0, metrics_port=None,
-                                           exit_timeout_secs=2)).start()
+                                           exit_timeout_secs=2, **transports)).start()
     try:
         client = httpclient.InferenceServerClient(server.http_url)
         client.register_system_shared_memory(in_name, in_key, 2 * TENSOR_BYTES)

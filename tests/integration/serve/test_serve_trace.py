@@ -30,7 +30,7 @@ GRPC_ORDER = ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEU
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory):
+def traced(tmp_path_factory, transports):
     """A server tracing every request of every model at TIMESTAMPS level into trace.json."""
     from serve_models import serving_repository
 
@@ -40,7 +40,7 @@ def traced(tmp_path_factory):
     server = BackgroundServer(ServeOptions(
         repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
         load_models=["add_sub", "add_sub_int", "echo_bytes"], exit_timeout_secs=5,
-        trace_config=[f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1"])).start()
+        trace_config=[f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1"], **transports)).start()
     server.trace_file = trace_file
     try:
         yield server
@@ -268,7 +268,7 @@ def test_tensors_level_records_inputs_and_outputs(traced, clients):
     assert tensors[("TENSOR_BACKEND_OUTPUT", "OUTPUT1")]["data"] == "0,0,0,0"
 
 
-def test_buffered_traces_are_written_at_stop(tmp_path):
+def test_buffered_traces_are_written_at_stop(tmp_path, transports):
     """Without a log frequency, traces wait in memory and the whole file is written at stop."""
     from serve_models import serving_repository
 
@@ -277,7 +277,8 @@ def test_buffered_traces_are_written_at_stop(tmp_path):
     trace_file.parent.mkdir()
     server = BackgroundServer(ServeOptions(
         repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit", load_models=["add_sub"],
-        exit_timeout_secs=5, trace_config=[f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1"])).start()
+        exit_timeout_secs=5, trace_config=[f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1"],
+        **transports)).start()
     try:
         http_client = httpclient.InferenceServerClient(server.http_url)
         grpc_client = grpcclient.InferenceServerClient(server.grpc_url)

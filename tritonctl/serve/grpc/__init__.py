@@ -1,5 +1,5 @@
 """Triton's ``inference.GRPCInferenceService`` plus the standard health service, over the C++
-transport (native.py) when it is built, else over grpc.aio (service.py)."""
+transport (native.py) when it is built, else over grpc.aio (aio.py); both call handlers.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ async def start_front_end(server, address: str, transport: str = "auto"):
     (the C++ transport; an error where it is not built), "aio" (grpc.aio) or "auto" (native when
     built). The front end has ``port`` and ``async stop(grace_s)``."""
     from tritonctl.serve.grpc import native
-    from tritonctl.serve.grpc.service import AioFrontEnd
+    from tritonctl.serve.grpc.aio import AioFrontEnd
     from tritonctl.serve.native_front_end import use_native
 
     if use_native("gRPC", transport, "aio", native, "gRPC's C++ library", "libgrpc++-dev"):

@@ -1,10 +1,10 @@
-"""The gRPC front end over the C++ transport (``_native``, gRPC's C++ callback API): HTTP/2 and
-message framing run on gRPC's threads without the GIL, and the event loop sees whole request
-messages in bursts, through one file descriptor. The methods themselves are the ones of
-``service.InferenceService``; ModelInfer, the hot path, is answered by the thread that
-finishes the request, with no coroutine per call and no hop back through the loop. A ModelInfer
-message that arrives while no other is unanswered skips the loop on the way in as well: the
-gRPC thread that read it decodes and queues it (``_infer`` runs on either thread).
+"""The gRPC transport in C++ (``_native``, gRPC's callback API): HTTP/2 and message framing run
+on gRPC's threads without the GIL, and the event loop sees whole request messages in bursts,
+through one file descriptor. A thin edge: every message goes to ``handlers.GrpcHandlers`` and
+what it answers goes back. ModelInfer, the hot path, is answered by the thread that finishes
+the request, with no coroutine per call and no hop back through the loop; a ModelInfer message
+that arrives while no other is unanswered skips the loop on the way in as well (``_infer`` runs
+on the gRPC thread that read it, or on the loop).
 
 Built when ``pip install`` finds gRPC's C++ library (``pkg-config grpc++``, Debian's
 ``libgrpc++-dev``); without it ``available()`` is False and the server uses grpc.aio.
@@ -13,17 +13,9 @@ Built when ``pip install`` finds gRPC's C++ library (``pkg-config grpc++``, Debi
 from __future__ import annotations
 
 import asyncio
-import logging
-from functools import partial
 
-import grpc
-from google.protobuf.message import DecodeError
-from tritonclient.grpc import service_pb2
-
-from tritonctl.serve.core.errors import ServeError, internal
 from tritonctl.serve.core.server import InferenceServer
-from tritonctl.serve.grpc.service import MAX_MESSAGE, InferenceService, health_status, send_ended
-from tritonctl.serve.grpc.stream import StreamSession
+from tritonctl.serve.grpc.handlers import HEALTH, INFER, MAX_MESSAGE, OK, STREAM, GrpcHandlers, status_of
 from tritonctl.serve.native_front_end import NativeFrontEnd
 
 try:
@@ -36,39 +28,9 @@ else:
     UNAVAILABLE_REASON = ""
     NOT_BUILT = False
 
-log = logging.getLogger("tritonctl.serve.grpc")
-
-SERVICE = "/inference.GRPCInferenceService/"
-INFER = SERVICE + "ModelInfer"
-STREAM = SERVICE + "ModelStreamInfer"
-HEALTH = "/grpc.health.v1.Health/Check"
-OK = grpc.StatusCode.OK.value[0]
-INTERNAL = grpc.StatusCode.INTERNAL.value[0]
-UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
-
 
 def available() -> bool:
     return _native is not None
-
-
-class Aborted(Exception):
-    """``context.abort``: ends the call with a status."""
-
-    def __init__(self, code: grpc.StatusCode, details: str):
-        super().__init__(details)
-        self.code = code.value[0]
-        self.details = details
-
-
-class _Context:
-    """What the servicer's unary methods use of a grpc.aio context."""
-
-    async def abort(self, code: grpc.StatusCode, details: str = ""):
-        raise Aborted(code, details)
-
-
-def _status(error: ServeError) -> int:
-    return grpc.StatusCode[error.status.grpc_code_name].value[0]
 
 
 class NativeGrpcFrontEnd(NativeFrontEnd):
@@ -79,10 +41,8 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     def __init__(self, server: InferenceServer, address: str):
         super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER))
-        self.server = server
-        self.service = InferenceService(server)
-        self.unary = _unary_methods(self.service)
-        self.open: dict = {}  # call -> what to stop when the client goes: request, task or stream
+        self.handlers = GrpcHandlers(server)
+        self.open: dict = {}  # call -> what to stop when the client goes: an InferCall, a task or a stream
 
     async def start(self) -> None:
         await super().start()
@@ -106,8 +66,10 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
                     stream.inbox.put_nowait(None)
                 else:  # a stream that sent nothing
                     call.finish(OK, "", None)
-            else:
-                self._cancel(self.open.pop(call, None))
+            else:  # the client went away: the transport has answered it
+                what = self.open.pop(call, None)
+                if what is not None:
+                    what.cancel()
 
     def _start(self, call, payload: bytes) -> None:
         method = call.method
@@ -118,83 +80,37 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             self.open[call] = stream
             stream.inbox.put_nowait(payload)
         elif method == HEALTH:
-            call.finish(OK, "", health_status(self.server))
-        elif method in self.unary:
-            self.open[call] = asyncio.ensure_future(self._unary(call, payload, *self.unary[method]))
+            call.finish(OK, "", self.handlers.health())
         else:
-            call.finish(UNIMPLEMENTED, "Method not found!", None)
+            self.open[call] = asyncio.ensure_future(self._unary(call, payload))
 
-    @staticmethod
-    def _cancel(what) -> None:
-        if what is None:
-            return
-        if isinstance(what, (asyncio.Task, _Stream)):
-            what.cancel()
-        else:  # a ModelInfer request: dropped before it runs
-            what.cancelled = True
-
-    # ---- ModelInfer ------------------------------------------------------------------------------
     def _infer(self, call, payload: bytes) -> None:
-        try:
-            message = service_pb2.ModelInferRequest.FromString(payload)
-        except DecodeError as exc:
-            call.finish(INTERNAL, str(exc), None)
+        infer = self.handlers.begin_infer(payload, lambda code, details, body: self._answer(call, code, details, body))
+        if infer is None:  # refused: answered
             return
-        trace = self.service.sample_trace(message.model_name)
-        try:
-            request = self.service.decode(message, trace)
-            # Answered from the thread that finishes the request: a hop through the event loop
-            # costs a thread wake-up per request.
-            request.complete = partial(self._answer, call, request, trace)
-            self.open[call] = request
-            if call.cancelled:  # the client went while this ran on a gRPC thread; the loop may have missed it
-                self.open.pop(call, None)
-                return
-            self.server.submit(request, "ModelInfer RPC")
-        except ServeError as exc:
+        self.open[call] = infer
+        if call.cancelled:  # the client went while this ran on a gRPC thread; the loop may have missed it
             self.open.pop(call, None)
-            call.finish(_status(exc), exc.message, None)
-
-    def _answer(self, call, request, trace, response, error: ServeError | None) -> None:
-        """``request.complete``, on a model instance's thread (the transport is thread-safe)."""
-        if self.open.pop(call, None) is None:  # cancelled: the transport has answered it
             return
-        try:
-            if error is None:
-                reply = self.service.infer_reply(request, response, trace).SerializeToString()
-        except ServeError as exc:  # an output that does not fit its shared-memory region
-            error = exc
-        except Exception as exc:  # a bug: the client still gets an answer, the instance goes on
-            log.exception("encoding a response of model '%s' failed", request.model_name)
-            error = internal(f"encoding the response failed: {exc}")
-        if error is None:
-            call.finish(OK, "", reply)
-        else:
-            call.finish(_status(error), error.message, None)
-        if trace is not None:
-            send_ended(trace)
+        self.handlers.submit_infer(infer)
 
-    # ---- every other unary method --------------------------------------------------------------
-    async def _unary(self, call, payload: bytes, request_type, method) -> None:
+    def _answer(self, call, code: int, details: str, body: bytes | None) -> None:
+        """On the thread that finished the request (the transport is thread-safe); a call the
+        client cancelled has been answered by the transport, and finishing it again does nothing."""
+        self.open.pop(call, None)
+        call.finish(code, details, body)
+
+    async def _unary(self, call, payload: bytes) -> None:
         try:
-            response = await method(request_type.FromString(payload), _Context())
-        except DecodeError as exc:
-            call.finish(INTERNAL, str(exc), None)
-        except Aborted as exc:
-            call.finish(exc.code, exc.details, None)
+            call.finish(*await self.handlers.call_unary(call.method, payload))
         except asyncio.CancelledError:  # the client went away; the transport has answered
             pass
-        except Exception as exc:  # a bug: the client still gets an answer
-            log.exception("gRPC %s failed", call.method)
-            call.finish(INTERNAL, f"Unexpected error: {exc}", None)
-        else:
-            call.finish(OK, "", response.SerializeToString())
         finally:
             self.open.pop(call, None)
 
 
 class _Stream:
-    """One ModelStreamInfer call: messages from the transport feed a StreamSession, whose
+    """One ModelStreamInfer call: messages from the transport go to the handlers' stream, whose
     responses go back as they come."""
 
     def __init__(self, front: NativeGrpcFrontEnd, call):
@@ -206,28 +122,19 @@ class _Stream:
     def cancel(self) -> None:
         self.task.cancel()
 
-    async def _requests(self):
+    async def _payloads(self):
         while (payload := await self.inbox.get()) is not None:
-            try:
-                yield service_pb2.ModelInferRequest.FromString(payload)
-            except DecodeError as exc:
-                self.call.finish(INTERNAL, str(exc), None)
-                return
+            yield payload
 
     async def _run(self) -> None:
         try:
-            async for message in StreamSession(self.front.server, self._requests()).run():
-                self.call.write(message.SerializeToString())
+            async for body in self.front.handlers.stream(self._payloads()):
+                self.call.write(body)
             self.call.finish(OK, "", None)
         except asyncio.CancelledError:
             pass
+        except Exception as exc:
+            self.call.finish(*status_of(exc, self.call.method), None)
         finally:
             self.front.open.pop(self.call, None)
 
-
-def _unary_methods(service: InferenceService) -> dict:
-    """path -> (request message type, servicer method) for every unary RPC but ModelInfer."""
-    descriptor = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
-    return {SERVICE + m.name: (getattr(service_pb2, m.input_type.name), getattr(service, m.name))
-            for m in descriptor.methods
-            if not (m.client_streaming or m.server_streaming) and m.name != "ModelInfer"}

@@ -1,0 +1,280 @@
+"""The gRPC protocol without a transport: ``inference.GRPCInferenceService`` (serving_protocol.md
+A.2, tritonclient's own ``service_pb2``) and ``grpc.health.v1.Health/Check``. Both transports
+(native.py, the C++ one, and aio.py, grpc.aio) hand it request messages as bytes and send what
+it answers; it does the decoding, the encoding, tracing, and the mapping of errors to gRPC
+statuses (``status_of``, the one place).
+
+A method's answer is ``(code, details, body)``: the status code (an int), its message, and the
+serialized response (None unless the code is OK).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import AsyncIterator, Callable
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from tritonclient.grpc import service_pb2
+
+from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.core.server import InferenceServer
+from tritonctl.serve.core.shm import CUDA, SYSTEM
+from tritonctl.serve.core.trace_config import grpc_update
+from tritonctl.serve.core.types import InferRequest
+from tritonctl.serve.grpc.codec import decode_request, encode_response, parameter_value
+from tritonctl.serve.grpc.stream import StreamSession
+
+log = logging.getLogger("tritonctl.serve.grpc")
+
+MAX_MESSAGE = 2**31 - 1  # Triton's MAX_GRPC_MESSAGE_SIZE
+SERVICE = "inference.GRPCInferenceService"
+PREFIX = f"/{SERVICE}/"
+INFER = PREFIX + "ModelInfer"
+STREAM = PREFIX + "ModelStreamInfer"
+HEALTH_SERVICE = "grpc.health.v1.Health"
+HEALTH = f"/{HEALTH_SERVICE}/Check"
+OK = grpc.StatusCode.OK.value[0]
+INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+CODES = {code.value[0]: code for code in grpc.StatusCode}  # int -> grpc.StatusCode
+
+Answer = tuple  # (code: int, details: str, body: bytes | None)
+
+
+def status_of(exc: BaseException, method: str = "") -> tuple[int, str]:
+    """The status a call that raised ``exc`` ends with: a ServeError's own (Triton's code and
+    text), INTERNAL for a message that does not parse (as gRPC C++ servers answer), INTERNAL
+    for a bug, which is logged; the server goes on."""
+    if isinstance(exc, ServeError):
+        return grpc.StatusCode[exc.status.grpc_code_name].value[0], exc.message
+    if isinstance(exc, DecodeError):
+        return INTERNAL, str(exc)
+    log.error("gRPC %s failed", method, exc_info=exc)
+    return INTERNAL, f"Unexpected error: {exc}"
+
+
+def failure(exc: BaseException, method: str = "") -> Answer:
+    return (*status_of(exc, method), None)
+
+
+class InferCall:
+    """One ModelInfer between its decoding and its reply. ``cancel()``: the client went away
+    (the request is dropped if it has not run)."""
+
+    __slots__ = ("request", "trace", "answer")
+
+    def __init__(self, request: InferRequest, trace, answer: Callable[[int, str, bytes | None], None]):
+        self.request = request
+        self.trace = trace
+        self.answer = answer
+
+    def cancel(self) -> None:
+        self.request.cancelled = True
+
+
+class GrpcHandlers:
+    """Every method of the service, for any transport."""
+
+    def __init__(self, server: InferenceServer):
+        self.server = server
+        descriptor = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+        # path -> (request message type, method) for every unary RPC but ModelInfer
+        self.unary = {PREFIX + m.name: (getattr(service_pb2, m.input_type.name), getattr(self, m.name))
+                      for m in descriptor.methods
+                      if not (m.client_streaming or m.server_streaming) and m.name != "ModelInfer"}
+
+    # ---- health ------------------------------------------------------------------------------
+    def health(self) -> bytes:
+        """The HealthCheckResponse (any service name): SERVING (1) when the server is ready, else
+        NOT_SERVING (2); the two-field message is encoded by hand to avoid another dependency."""
+        return b"\x08\x01" if self.server.ready() else b"\x08\x02"
+
+    # ---- ModelInfer, the hot path ------------------------------------------------------------
+    def begin_infer(self, payload: bytes, answer: Callable[[int, str, bytes | None], None]) -> InferCall | None:
+        """Decode a ModelInferRequest. ``answer(code, details, body)`` runs once: at once when
+        the request is refused (then None is returned), else from the thread that finishes it,
+        after ``submit_infer``. Between the two the transport may note the call as open."""
+        trace = None
+        try:
+            message = service_pb2.ModelInferRequest.FromString(payload)
+            trace = self._sample_trace(message.model_name)
+            request = decode_request(message, self.server.shm)
+        except Exception as exc:
+            self._send(answer, failure(exc, INFER), trace)
+            return None
+        request.trace = trace
+        call = InferCall(request, trace, answer)
+        request.complete = lambda response, error: self._send(answer, self._reply(call, response, error), trace)
+        return call
+
+    def submit_infer(self, call: InferCall) -> None:
+        """Queue the decoded request; a refusal is answered at once."""
+        try:
+            self.server.submit(call.request, "ModelInfer RPC")
+        except Exception as exc:
+            self._send(call.answer, failure(exc, INFER), call.trace)
+
+    def _sample_trace(self, model: str):
+        """A trace of this request when tracing samples it, else None. The transport hands the
+        message over already read: an empty wait/read span."""
+        traces = self.server.traces
+        trace = traces.sample(model) if traces.enabled else None
+        if trace is not None:
+            trace.capture("GRPC_WAITREAD_START")
+            trace.capture("GRPC_WAITREAD_END")
+        return trace
+
+    def _reply(self, call: InferCall, response, error: ServeError | None) -> Answer:
+        """The answer to a finished request, on the thread that finished it."""
+        if error is not None:
+            return failure(error, INFER)
+        try:
+            body = encode_response(response, service_pb2, call.request).SerializeToString()
+        except Exception as exc:  # an output that does not fit its shared-memory region, or a bug
+            return failure(exc, INFER)
+        trace = call.trace
+        if trace is not None:
+            trace.capture("INFER_RESPONSE_COMPLETE")
+            trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
+            trace.capture("GRPC_SEND_START")
+        return OK, "", body
+
+    @staticmethod
+    def _send(answer, result: Answer, trace) -> None:
+        answer(*result)
+        if trace is not None:
+            trace.capture("GRPC_SEND_END")
+            trace.finish()
+
+    # ---- ModelStreamInfer --------------------------------------------------------------------
+    async def stream(self, payloads: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The serialized ModelStreamInferResponses of a stream of ModelInferRequests; a message
+        that does not parse ends the stream (raises DecodeError, which ``status_of`` maps)."""
+
+        async def messages():
+            async for payload in payloads:
+                yield service_pb2.ModelInferRequest.FromString(payload)
+
+        async for message in StreamSession(self.server, messages()).run():
+            yield message.SerializeToString()
+
+    # ---- every other unary method ------------------------------------------------------------
+    async def call_unary(self, path: str, payload: bytes) -> Answer:
+        """A unary method by its path: its answer, whatever happens."""
+        entry = self.unary.get(path)
+        if entry is None:
+            return UNIMPLEMENTED, "Method not found!", None
+        request_type, method = entry
+        try:
+            response = await method(request_type.FromString(payload))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return failure(exc, path)
+        return OK, "", response.SerializeToString()
+
+    async def ServerLive(self, request):
+        return service_pb2.ServerLiveResponse(live=self.server.live)
+
+    async def ServerReady(self, request):
+        return service_pb2.ServerReadyResponse(ready=self.server.ready())
+
+    async def ModelReady(self, request):
+        return service_pb2.ModelReadyResponse(ready=self.server.manager.is_ready(request.name, request.version))
+
+    async def ServerMetadata(self, request):
+        meta = self.server.metadata()
+        return service_pb2.ServerMetadataResponse(name=meta["name"], version=meta["version"],
+                                                  extensions=meta["extensions"])
+
+    async def ModelMetadata(self, request):
+        meta = self.server.model_metadata(request.name, request.version)
+        response = service_pb2.ModelMetadataResponse(name=meta["name"], versions=meta["versions"],
+                                                     platform=meta["platform"])
+        for item in meta["inputs"]:
+            response.inputs.add(**item)
+        for item in meta["outputs"]:
+            response.outputs.add(**item)
+        return response
+
+    async def ModelConfig(self, request):
+        return service_pb2.ModelConfigResponse(config=self.server.model_config(request.name, request.version))
+
+    async def ModelStatistics(self, request):
+        stats = self.server.statistics(request.name, request.version)
+        return json_format.ParseDict(stats, service_pb2.ModelStatisticsResponse(), ignore_unknown_fields=True)
+
+    async def RepositoryIndex(self, request):
+        response = service_pb2.RepositoryIndexResponse()
+        for row in self.server.manager.index(ready_only=request.ready):
+            response.models.add(**row)
+        return response
+
+    async def RepositoryModelLoad(self, request):
+        params = {k: parameter_value(v) for k, v in request.parameters.items()}
+        await asyncio.get_running_loop().run_in_executor(None, self.server.manager.load_from_api,
+                                                         request.model_name, params)
+        return service_pb2.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request):
+        await asyncio.get_running_loop().run_in_executor(None, self.server.manager.unload_from_api,
+                                                         request.model_name)
+        return service_pb2.RepositoryModelUnloadResponse()
+
+    async def LogSettings(self, request):
+        settings = self.server.log_settings
+        for key, value in request.settings.items():
+            if key in settings and key != "log_file":
+                settings[key] = parameter_value(value)
+        response = service_pb2.LogSettingsResponse()
+        for key, value in settings.items():
+            target = response.settings[key]
+            if isinstance(value, bool):
+                target.bool_param = value
+            elif isinstance(value, int):
+                target.uint32_param = value
+            else:
+                target.string_param = str(value)
+        return response
+
+    # ---- shared memory and trace extensions --------------------------------------------------
+    def _shm_status(self, kind: str, name: str, response):
+        """The regions of ``kind`` (all, or the one named) in ``response``, a *StatusResponse."""
+        for region in self.server.shm.status(kind, name):
+            response.regions[region["name"]].MergeFrom(type(response).RegionStatus(**region))
+        return response
+
+    async def SystemSharedMemoryStatus(self, request):
+        return self._shm_status(SYSTEM, request.name, service_pb2.SystemSharedMemoryStatusResponse())
+
+    async def SystemSharedMemoryRegister(self, request):
+        self.server.shm.register_system(request.name, request.key, request.offset, request.byte_size)
+        return service_pb2.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request):
+        self.server.shm.unregister(SYSTEM, request.name)
+        return service_pb2.SystemSharedMemoryUnregisterResponse()
+
+    async def CudaSharedMemoryStatus(self, request):
+        return self._shm_status(CUDA, request.name, service_pb2.CudaSharedMemoryStatusResponse())
+
+    async def CudaSharedMemoryRegister(self, request):
+        self.server.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
+        return service_pb2.CudaSharedMemoryRegisterResponse()
+
+    async def CudaSharedMemoryUnregister(self, request):
+        self.server.shm.unregister(CUDA, request.name)
+        return service_pb2.CudaSharedMemoryUnregisterResponse()
+
+    async def TraceSetting(self, request):
+        server = self.server
+        settings = server.trace_setting(request.model_name)  # an unknown model is refused first
+        if request.settings:
+            settings = server.trace_setting(request.model_name, grpc_update(request.settings))
+        response = service_pb2.TraceSettingResponse()
+        for key, value in settings.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
+        return response
