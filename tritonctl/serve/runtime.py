@@ -74,7 +74,7 @@ class ServerRuntime:
         from tritonctl.serve.grpc import start_front_end as start_grpc
         from tritonctl.serve.http import UvicornFrontEnd
         from tritonctl.serve.http import start_front_end as start_http
-        from tritonctl.serve.http.app import HttpApp
+        from tritonctl.serve.http.handlers import HttpHandlers
         from tritonctl.serve.metrics import MetricsApp
 
         self._loop = asyncio.get_running_loop()
@@ -86,8 +86,9 @@ class ServerRuntime:
         poller: asyncio.Task | None = None
         try:
             if opts.http_port is not None:
-                http = await start_http(HttpApp(self.server, opts.http_max_input_size), opts.host, opts.http_port,
-                                        opts.http_transport, opts.exit_timeout_secs)
+                handlers = HttpHandlers(self.server, opts.http_max_input_size)
+                http = await start_http(handlers, opts.host, opts.http_port, opts.http_transport,
+                                        opts.exit_timeout_secs)
                 front_ends.append(http)
                 self.http_port = http.port
             if opts.grpc_port is not None:

@@ -151,7 +151,8 @@ def served(tmp_path_factory, transports):
     write_add_sub(repo, "cached", extra="response_cache { enable: true }")
     write_add_sub(repo, "uncached")
     server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
-                                           cache_config=[f"local,size={CACHE_BYTES}"], exit_timeout_secs=5, **transports))
+                                           cache_config=[f"local,size={CACHE_BYTES}"], exit_timeout_secs=5,
+                                           **transports))
     server.start()
     try:
         yield server

@@ -284,19 +284,19 @@ def test_a_body_over_the_limit_is_refused(served, client):
 
 def test_a_taken_port_is_an_os_error(served):
     from tritonctl.serve.http import start_front_end
-    from tritonctl.serve.http.app import HttpApp
+    from tritonctl.serve.http.handlers import HttpHandlers
 
     host, port = served.http_url.split(":")
     with pytest.raises(OSError):
-        asyncio.run(start_front_end(HttpApp(served.runtime.server), host, int(port),
+        asyncio.run(start_front_end(HttpHandlers(served.runtime.server), host, int(port),
                                     served.runtime.options.http_transport))
 
 
 def test_transport_choice_is_checked(served, monkeypatch):
     from tritonctl.serve.http import start_front_end
-    from tritonctl.serve.http.app import HttpApp
+    from tritonctl.serve.http.handlers import HttpHandlers
 
-    app = HttpApp(served.runtime.server)
+    app = HttpHandlers(served.runtime.server)
     with pytest.raises(ValueError, match="unknown HTTP transport 'h3'"):
         asyncio.run(start_front_end(app, "127.0.0.1", 0, "h3"))
     monkeypatch.setattr(native, "_native", None)  # as on a machine where it was not built

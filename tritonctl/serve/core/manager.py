@@ -154,8 +154,8 @@ class ModelManager:
 
                         entry.versions[version] = EnsembleVersion(config, version, model_dir, self.get)
                     else:
-                        entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends, self.host,
-                                                                   self.response_cache)
+                        entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends,
+                                                                   self.host, self.response_cache)
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:

@@ -1,5 +1,5 @@
-"""KServe v2 HTTP/REST with Triton's extensions (app.py), over the C++ transport (native.py)
-when it is built, else over uvicorn."""
+"""KServe v2 HTTP/REST with Triton's extensions (handlers.py), over the C++ transport (native.py)
+when it is built, else over uvicorn (asgi.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,19 @@ import contextlib
 import socket
 
 
-async def start_front_end(app, host: str, port: int, transport: str = "auto", exit_timeout_s: float = 30.0):
-    """``app`` (an HttpApp) served on ``host:port`` and started. ``transport``: "native" (the C++
+async def start_front_end(handlers, host: str, port: int, transport: str = "auto", exit_timeout_s: float = 30.0):
+    """``handlers`` (an HttpHandlers) served on ``host:port`` and started. ``transport``: "native" (the C++
     transport; an error where it is not built), "uvicorn" or "auto" (native when built). The
     front end has ``port`` and ``async stop(grace_s)``."""
     from tritonctl.serve.http import native
     from tritonctl.serve.native_front_end import use_native
 
     if use_native("HTTP", transport, "uvicorn", native, "libevent", "libevent-dev"):
-        front_end = native.NativeHttpFrontEnd(app, host, port)
+        front_end = native.NativeHttpFrontEnd(handlers, host, port)
     else:
-        front_end = UvicornFrontEnd(app, host, port, exit_timeout_s)
+        from tritonctl.serve.http.asgi import AsgiApp
+
+        front_end = UvicornFrontEnd(AsgiApp(handlers), host, port, exit_timeout_s)
     await front_end.start()
     return front_end
 
@@ -36,7 +38,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 class UvicornFrontEnd:
-    """An ASGI app (HttpApp, or the metrics app) on uvicorn with httptools, on the running loop."""
+    """An ASGI app (asgi.AsgiApp, or the metrics app) on uvicorn with httptools, on the running loop."""
 
     transport_name = "uvicorn (Python transport)"
 

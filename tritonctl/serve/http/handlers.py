@@ -1,5 +1,8 @@
-"""The HTTP endpoints (serving_protocol.md A.1) as a plain ASGI application: no framework,
-a hand-written router, orjson, and model work handed to the core's worker threads."""
+"""The HTTP endpoints (serving_protocol.md A.1) without a transport: a hand-written router,
+orjson, model work handed to the core's worker threads. Both transports (native.py, the C++ one
+over libevent, and asgi.py, uvicorn) hand it whole requests (``HttpRequest``) and write the
+reply it answers with, in wire form (``Answer``); the router, the trace sampler, the reply
+writer, the request-parameter semantics and the error replies are here alone."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import asyncio
 import gzip
 import logging
 import zlib
+from typing import Callable
 
 import orjson
 
@@ -24,14 +28,13 @@ OCTET = b"application/octet-stream"
 
 
 class Reply:
-    __slots__ = ("status", "body", "headers", "compressible", "trace")
+    __slots__ = ("status", "body", "headers", "compressible")
 
     def __init__(self, status: int = 200, body=b"", headers: list | None = None, compressible: bool = False):
         self.status = status
         self.body = body  # bytes, or a list of buffers sent as one body
         self.headers = headers if headers is not None else (JSON if body else [])
         self.compressible = compressible  # inference responses follow Accept-Encoding, as in Triton
-        self.trace = None  # the request's trace, finished once the reply is sent
 
 
 def json_reply(value, status: int = 200) -> Reply:
@@ -42,154 +45,131 @@ def error_reply(error: ServeError) -> Reply:
     return Reply(error.status.http_status, error_body(error))
 
 
+# (status, headers, body): a reply as the transport writes it; body bytes, or a list of buffers
+# written one after the other
+Answer = Callable[[int, list, "bytes | list"], None]
+
 NOT_FOUND = Reply(404, b'{"error":"Not Found"}')
 METHOD_NOT_ALLOWED = Reply(405, b'{"error":"Method Not Allowed"}')
 
 
-class HttpApp:
+class HttpRequest:
+    """One request as a transport read it: method, path (percent-decoded), headers (lower-case
+    names, bytes) and the body as sent (``body()`` undoes its Content-Encoding)."""
+
+    __slots__ = ("method", "path", "headers", "raw")
+
+    def __init__(self, method: str, path: str, headers: list, raw: bytes):
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.raw = raw
+
+
+class InferCall:
+    """One inference request between its decoding and its reply. ``cancel()``: the client went
+    away (the request is dropped if it has not run)."""
+
+    __slots__ = ("request", "refuse")
+
+    def __init__(self, request, refuse: Callable[[Exception], None]):
+        self.request = request
+        self.refuse = refuse  # answers the request with the error it was refused with
+
+    def cancel(self) -> None:
+        self.request.cancelled = True
+
+
+def infer_target(method: str, path: str) -> tuple[str, str] | None:
+    """(model, version) when ``path`` is ``/v2/models/NAME[/versions/N]/infer`` and the method POST:
+    the one route a transport asks about first (inference starts without a coroutine)."""
+    if method != "POST" or not path.endswith("/infer"):
+        return None
+    parts = path.strip("/").split("/")
+    if parts[:2] != ["v2", "models"] or not parts[2]:
+        return None
+    if len(parts) == 4:
+        return parts[2], ""
+    if len(parts) == 6 and parts[3] == "versions" and parts[4].isdigit():
+        return parts[2], parts[4]
+    return None
+
+
+class HttpHandlers:
+    """Every endpoint, for any transport (native.py, the C++ one over libevent, and asgi.py,
+    uvicorn): every endpoint through ``handle``, inference (the route a transport asks
+    ``infer_target`` about first) through ``begin_infer`` and ``submit_infer``."""
+
     def __init__(self, server: InferenceServer, max_input_size: int = 1 << 26):
         self.server = server
         self.max_input_size = max_input_size
 
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+    # ---- the reply writer ----------------------------------------------------------------------
+    @staticmethod
+    def _deliver(reply: Reply, request_headers: list, answer: Answer, trace=None) -> None:
+        """``reply`` in its wire form (compressed where it may be and the client accepts it) to
+        ``answer``; a traced request's trace ends once the transport has taken the reply."""
+        headers, body = wire_form(reply, request_headers)
+        if trace is None:
+            answer(reply.status, headers, body)
             return
-        try:
-            reply = await self.route(scope, receive)
-        except Exception as exc:
-            reply = failure_reply(exc, scope.get("path"))
-        await self.send_reply(scope, send, reply)
+        trace.capture("HTTP_SEND_START")
+        answer(reply.status, headers, body)
+        trace.capture("HTTP_SEND_END")
+        trace.finish()
 
-    async def send_reply(self, scope, send, reply: Reply) -> None:
-        trace = reply.trace
-        headers, body = wire_form(reply, scope["headers"])
-        if isinstance(body, list):
-            body = b"".join(body)
-        headers.append((b"content-length", str(len(body)).encode()))
-        if trace is not None:
-            trace.capture("HTTP_SEND_START")
-        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        if trace is not None:
-            trace.capture("HTTP_SEND_END")
-            trace.finish()
-
-    async def read_body(self, scope, receive) -> bytes:
-        chunks = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ServeError(Status.CANCELLED, "the client closed the connection")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_input_size:
-                raise _too_large(self.max_input_size)
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        return self.decoded_body(scope["headers"], chunks[0] if len(chunks) == 1 else b"".join(chunks))
+    # ---- bodies --------------------------------------------------------------------------------
+    def body(self, request: HttpRequest) -> bytes:
+        """The request's body, undone of its ``Content-Encoding``."""
+        return self.decoded_body(request.headers, request.raw)
 
     def decoded_body(self, headers: list, body: bytes) -> bytes:
         """``body`` as sent, undone of its ``Content-Encoding``."""
+        if len(body) > self.max_input_size:
+            raise too_large(self.max_input_size)
         encoding = header_value(headers, b"content-encoding")
         if encoding and encoding not in (b"identity",):
             body = _decompress(body, encoding, self.max_input_size)
         return body
 
-    async def route(self, scope, receive) -> Reply:
-        method = scope["method"]
-        parts = scope["path"].strip("/").split("/")
-        if not parts or parts[0] != "v2":
-            return NOT_FOUND
-        rest = parts[1:]
-        if not rest:
-            return self.get_only(method) or json_reply(self.server.metadata())
-        head = rest[0]
-        if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
-            if method != "GET":
-                return METHOD_NOT_ALLOWED
-            ok = self.server.live if rest[1] == "live" else self.server.ready()
-            return Reply(200 if ok else 400)
-        if head == "models":
-            return await self.models(method, rest[1:], scope, receive)
-        if head == "repository":
-            return await self.repository(method, rest[1:], scope, receive)
-        if head == "logging" and len(rest) == 1:
-            return await self.logging(method, scope, receive)
-        if head in ("systemsharedmemory", "cudasharedmemory"):
-            return await self.shared_memory(SYSTEM if head[0] == "s" else CUDA, method, rest[1:], scope, receive)
-        if rest == ["trace", "setting"]:
-            return await self.trace_setting(method, "", scope, receive)
-        return NOT_FOUND
-
-    @staticmethod
-    def get_only(method: str) -> Reply | None:
-        return None if method == "GET" else METHOD_NOT_ALLOWED
-
-    async def models(self, method: str, rest: list[str], scope, receive) -> Reply:
-        if rest == ["stats"]:
-            return self.get_only(method) or json_reply(self.server.statistics())
-        if not rest or not rest[0]:
-            return NOT_FOUND
-        name, version, action = rest[0], "", ""
-        tail = rest[1:]
-        if len(tail) >= 2 and tail[0] == "versions":
-            version, tail = tail[1], tail[2:]
-            if not version.isdigit():
-                return NOT_FOUND
-        if tail == ["trace", "setting"]:  # global or per model; a version has none (404, as in Triton)
-            return NOT_FOUND if version else await self.trace_setting(method, name, scope, receive)
-        if len(tail) > 1:
-            return NOT_FOUND
-        action = tail[0] if tail else ""
-        server = self.server
-        if action == "infer":
-            if method != "POST":
-                return METHOD_NOT_ALLOWED
-            return await self.infer(name, version, scope, receive)
-        if method != "GET":
-            return METHOD_NOT_ALLOWED
-        if action == "":
-            return json_reply(server.model_metadata(name, version))
-        if action == "ready":
-            return Reply(200) if server.manager.is_ready(name, version) else Reply(400, error_body(
-                "Model version not ready"))
-        if action == "config":
-            return json_reply(server.model_config_json(name, version))
-        if action == "stats":
-            return json_reply(server.statistics(name, version))
-        return NOT_FOUND
-
-    async def infer(self, name: str, version: str, scope, receive) -> Reply:
-        trace = self.server.traces.sample(name) if self.server.traces.enabled else None
-        if trace is None:
-            return await self._infer(name, version, scope, receive, None)
-        trace.capture("HTTP_RECV_START")
+    # ---- inference -----------------------------------------------------------------------------
+    def begin_infer(self, model: str, version: str, request: HttpRequest, answer: Answer) -> InferCall | None:
+        """Decode an inference request. ``answer(status, headers, body)`` runs once: at once when
+        the request is refused (then None is returned), else from the thread that finishes it,
+        after ``submit_infer``. Between the two the transport may note the call as open."""
+        traces = self.server.traces
+        trace = traces.sample(model) if traces.enabled else None
         try:
-            reply = await self._infer(name, version, scope, receive, trace)
-        except BaseException:
-            trace.finish()
-            raise
-        reply.trace = trace  # finished by send_reply, after HTTP_SEND_END
-        return reply
+            if trace is not None:
+                trace.capture("HTTP_RECV_START")
+            body = self.body(request)
+            if trace is not None:
+                trace.capture("HTTP_RECV_END")
+            infer, options = self.infer_request(model, version, request.headers, body, trace)
+        except Exception as exc:
+            self._deliver(failure_reply(exc, request.path), request.headers, answer, trace)
+            return None
+        path, headers = request.path, request.headers
 
-    async def _infer(self, name: str, version: str, scope, receive, trace) -> Reply:
-        body = await self.read_body(scope, receive)
-        if trace is not None:
-            trace.capture("HTTP_RECV_END")
-        request, options = self.infer_request(name, version, scope["headers"], body, trace)
-        future = self.server.infer_future(request, "HTTP end point")
-        # receive() returns again only when the client disconnects: then the request is
-        # marked cancelled, and the batcher drops it if it has not started running.
-        watcher = asyncio.ensure_future(receive())
-        watcher.add_done_callback(lambda task: _mark_cancelled(task, request))
+        def complete(response, error) -> None:
+            if error is not None:
+                reply = failure_reply(error, path)
+            else:
+                try:
+                    reply = infer_reply(response, infer, options, trace)
+                except Exception as exc:  # an output that does not fit its shared-memory region, or a bug
+                    reply = failure_reply(exc, path)
+            self._deliver(reply, headers, answer, trace)
+
+        infer.complete = complete
+        return InferCall(infer, lambda exc: self._deliver(failure_reply(exc, path), headers, answer, trace))
+
+    def submit_infer(self, call: InferCall) -> None:
+        """Queue the decoded request; a refusal is answered at once."""
         try:
-            response = await future
-        finally:
-            if not watcher.done():
-                watcher.cancel()
-        return infer_reply(response, request, options, trace)
+            self.server.submit(call.request, "HTTP end point")
+        except Exception as exc:
+            call.refuse(exc)
 
     def infer_request(self, name: str, version: str, headers: list, body: bytes, trace):
         """The InferRequest (and output options) of an infer call's decoded body."""
@@ -205,17 +185,92 @@ class HttpApp:
         request.trace = trace
         return request, options
 
-    async def repository(self, method: str, rest: list[str], scope, receive) -> Reply:
+    # ---- every other endpoint ------------------------------------------------------------------
+    def refuse(self, request: HttpRequest, error: ServeError, answer: Answer) -> None:
+        """Answer a request the transport could not read whole (``error``)."""
+        self._deliver(failure_reply(error, request.path), request.headers, answer)
+
+    async def handle(self, request: HttpRequest, answer: Answer) -> None:
+        """Answer any request but an inference one (``infer_target``)."""
+        try:
+            reply = await self.route(request)
+        except Exception as exc:
+            reply = failure_reply(exc, request.path)
+        self._deliver(reply, request.headers, answer)
+
+    async def route(self, request: HttpRequest) -> Reply:
+        method = request.method
+        parts = request.path.strip("/").split("/")
+        if not parts or parts[0] != "v2":
+            return NOT_FOUND
+        rest = parts[1:]
+        if not rest:
+            return self.get_only(method) or json_reply(self.server.metadata())
+        head = rest[0]
+        if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
+            if method != "GET":
+                return METHOD_NOT_ALLOWED
+            ok = self.server.live if rest[1] == "live" else self.server.ready()
+            return Reply(200 if ok else 400)
+        if head == "models":
+            return await self.models(method, rest[1:], request)
+        if head == "repository":
+            return await self.repository(method, rest[1:], request)
+        if head == "logging" and len(rest) == 1:
+            return await self.logging(method, request)
+        if head in ("systemsharedmemory", "cudasharedmemory"):
+            return await self.shared_memory(SYSTEM if head[0] == "s" else CUDA, method, rest[1:], request)
+        if rest == ["trace", "setting"]:
+            return await self.trace_setting(method, "", request)
+        return NOT_FOUND
+
+    @staticmethod
+    def get_only(method: str) -> Reply | None:
+        return None if method == "GET" else METHOD_NOT_ALLOWED
+
+    async def models(self, method: str, rest: list[str], request: HttpRequest) -> Reply:
+        if rest == ["stats"]:
+            return self.get_only(method) or json_reply(self.server.statistics())
+        if not rest or not rest[0]:
+            return NOT_FOUND
+        name, version, action = rest[0], "", ""
+        tail = rest[1:]
+        if len(tail) >= 2 and tail[0] == "versions":
+            version, tail = tail[1], tail[2:]
+            if not version.isdigit():
+                return NOT_FOUND
+        if tail == ["trace", "setting"]:  # global or per model; a version has none (404, as in Triton)
+            return NOT_FOUND if version else await self.trace_setting(method, name, request)
+        if len(tail) > 1:
+            return NOT_FOUND
+        action = tail[0] if tail else ""
+        server = self.server
+        if action == "infer":  # a POST never comes here (infer_target)
+            return METHOD_NOT_ALLOWED
+        if method != "GET":
+            return METHOD_NOT_ALLOWED
+        if action == "":
+            return json_reply(server.model_metadata(name, version))
+        if action == "ready":
+            return Reply(200) if server.manager.is_ready(name, version) else Reply(400, error_body(
+                "Model version not ready"))
+        if action == "config":
+            return json_reply(server.model_config_json(name, version))
+        if action == "stats":
+            return json_reply(server.statistics(name, version))
+        return NOT_FOUND
+
+    async def repository(self, method: str, rest: list[str], request: HttpRequest) -> Reply:
         if method != "POST":
             return METHOD_NOT_ALLOWED
         if rest == ["index"]:
-            body = await self.read_body(scope, receive)
+            body = self.body(request)
             ready = bool(parse_json(body).get("ready", False)) if body.strip() else False
             return json_reply(self.server.manager.index(ready_only=ready))
         if len(rest) == 2 and rest[1] == "index":
             return error_reply(ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported"))
         if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
-            body = await self.read_body(scope, receive)
+            body = self.body(request)
             params = (parse_json(body).get("parameters") or {}) if body.strip() else {}
             await self.repository_action(rest[2], rest[1], params)
             return Reply(200)
@@ -229,7 +284,7 @@ class HttpApp:
         else:
             await loop.run_in_executor(None, manager.unload_from_api, name)
 
-    async def shared_memory(self, kind: str, method: str, rest: list[str], scope, receive) -> Reply:
+    async def shared_memory(self, kind: str, method: str, rest: list[str], request: HttpRequest) -> Reply:
         """``v2/{system,cuda}sharedmemory[/region/NAME]/{status,register,unregister}``."""
         if len(rest) == 3 and rest[0] == "region" and rest[1]:
             name, action = rest[1], rest[2]
@@ -248,23 +303,23 @@ class HttpApp:
             shm.unregister(kind, name)
         else:
             shm_requests.check_register(shm, kind, name)
-            shm_requests.register(shm, kind, name, parse_json(await self.read_body(scope, receive)))
+            shm_requests.register(shm, kind, name, parse_json(self.body(request)))
         return Reply(200)
 
-    async def trace_setting(self, method: str, model: str, scope, receive) -> Reply:
+    async def trace_setting(self, method: str, model: str, request: HttpRequest) -> Reply:
         """``v2[/models/MODEL]/trace/setting``: GET the settings, POST changes (null clears one)."""
         if method not in ("GET", "POST"):
             return METHOD_NOT_ALLOWED
         settings = self.server.trace_setting(model)  # an unknown model is refused before the body is read
         if method == "POST":
-            changes = http_update(parse_json(await self.read_body(scope, receive)))
+            changes = http_update(parse_json(self.body(request)))
             settings = self.server.trace_setting(model, changes)
         return json_reply(settings)
 
-    async def logging(self, method: str, scope, receive) -> Reply:
+    async def logging(self, method: str, request: HttpRequest) -> Reply:
         settings = self.server.log_settings
         if method == "POST":
-            body = await self.read_body(scope, receive)
+            body = self.body(request)
             update = parse_json(body) if body.strip() else {}
             for key, value in update.items():
                 if key not in settings or key == "log_file":
@@ -314,11 +369,6 @@ def wire_form(reply: Reply, request_headers: list) -> tuple[list, bytes | list]:
     return headers, body
 
 
-def _mark_cancelled(task: asyncio.Future, request) -> None:
-    if not task.cancelled() and task.exception() is None and task.result().get("type") == "http.disconnect":
-        request.cancelled = True
-
-
 def header_value(headers: list, name: bytes) -> bytes | None:
     for key, value in headers:
         if key == name:
@@ -349,10 +399,10 @@ def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise invalid_arg(f"failed to decompress the request body ({encoding.decode()}): {exc}") from None
     if len(data) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     return data
 
 
-def _too_large(limit: int) -> ServeError:
+def too_large(limit: int) -> ServeError:
     return invalid_arg(f"request body of more than {limit} bytes exceeds the maximum allowed value; use "
                        "--http-max-input-size to increase the limit")

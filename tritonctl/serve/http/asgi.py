@@ -1,0 +1,85 @@
+"""The HTTP transport in Python: an ASGI application on uvicorn, where the C++ one (native.py) is
+not built. A thin edge: it reads the whole request, hands it to ``handlers.HttpHandlers`` and
+writes what it answers (status, headers, body); an inference reply is made on the thread that
+finishes the request and handed to the loop only to be written."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tritonctl.serve.core.errors import ServeError, Status
+from tritonctl.serve.core.server import LoopCompletions
+from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, too_large
+
+
+class AsgiApp:
+    def __init__(self, handlers: HttpHandlers):
+        self.handlers = handlers
+        self._completions: LoopCompletions | None = None  # inference replies, handed to the loop
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        answered: list = []  # (status, headers, body), once answered
+
+        def answer(*reply) -> None:
+            answered.append(reply)
+
+        try:
+            request = HttpRequest(scope["method"], scope["path"], scope["headers"], await self._read(receive))
+        except ServeError as exc:  # too large, or the client went away
+            request = HttpRequest(scope["method"], scope["path"], scope["headers"], b"")
+            self.handlers.refuse(request, exc, answer)
+        else:
+            target = infer_target(request.method, request.path)
+            if target is None:
+                await self.handlers.handle(request, answer)
+            else:
+                answered.append(await self._infer(request, *target, receive))
+        status, headers, body = answered[0]
+        if isinstance(body, list):
+            body = b"".join(body)
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _read(self, receive) -> bytes:
+        limit = self.handlers.max_input_size
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ServeError(Status.CANCELLED, "the client closed the connection")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _infer(self, request: HttpRequest, model: str, version: str, receive) -> tuple:
+        loop = asyncio.get_running_loop()
+        if self._completions is None or self._completions.loop is not loop:
+            self._completions = LoopCompletions(loop)
+        completions = self._completions
+        future = loop.create_future()
+        call = self.handlers.begin_infer(model, version, request,
+                                         lambda *answer: completions.push(future, answer, None))
+        if call is None:  # refused: answered
+            return await future
+        self.handlers.submit_infer(call)
+        # receive() returns again only when the client disconnects: then the request is marked
+        # cancelled, and the batcher drops it if it has not started running.
+        watcher = asyncio.ensure_future(receive())
+        watcher.add_done_callback(lambda task: _disconnected(task) and call.cancel())
+        try:
+            return await future
+        finally:
+            if not watcher.done():
+                watcher.cancel()
+
+
+def _disconnected(task: asyncio.Future) -> bool:
+    return not task.cancelled() and task.exception() is None and task.result().get("type") == "http.disconnect"
