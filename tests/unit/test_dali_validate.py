@@ -66,13 +66,14 @@ output [ { name: "DALI_OUTPUT_0" } ]
 output [ { name: "DALI_OUTPUT_1" } ]
 dynamic_batching { preferred_batch_size: [ 16, 32 ] max_queue_delay_microseconds: 500 }
 ''', "dali.py")
-    dali_model(repo, "bare", 'backend: "dali"\n', "dali.py")
+    dali_model(repo, "bare", 'backend: "dali"\ndynamic_batching { }\n', "dali.py")
     status, out, _ = cli(capsys, "validate", str(repo), "--strict", "--color", "never")
     assert status == 0, out
     assert ("note[AC53]: DALI fills in input 'DALI_INPUT_0' (dims), output 'DALI_OUTPUT_0' (data_type and dims) "
             "and output 'DALI_OUTPUT_1' (data_type and dims) from the pipeline at load") in out
     assert "note[AC53]: DALI fills in the inputs, the outputs and max_batch_size from the pipeline at load" in out
-    assert "IO02" not in out and "IO03" not in out and "BIO50" not in out
+    # nor is the batcher without max_batch_size (DB50): the pipeline's batch size fills it in
+    assert "IO02" not in out and "IO03" not in out and "BIO50" not in out and "DB50" not in out
 
 
 def test_a_complete_dali_config_gets_no_note(tmp_path):

@@ -212,11 +212,16 @@ def test_warmup_file_of_the_right_size_is_clean(tmp_path):
 
 
 def test_python_auto_complete_may_add_warmup_inputs(tmp_path):
-    code = PYTHON_MODEL + "\n    @staticmethod\n    def auto_complete_config(config):\n        return config\n"
+    """Warmup inputs are checked against the config auto_complete_config completes."""
+    hook = "\n    @staticmethod\n    def auto_complete_config(config):\n        %s\n        return config\n"
+    adds = 'config.add_input({"name": "EXTRA", "data_type": "TYPE_FP32", "dims": [2]})'
     config = PYTHON + ('model_warmup [ { name: "w" batch_size: 1 inputs { key: "EXTRA" value: '
-                       '{ data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } } ]\n')
-    write_model(tmp_path, "m", config, {"1/model.py": code})
-    assert "WU06" not in codes(tmp_path)
+                       '{ data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } inputs { key: "INPUT0" value: '
+                       '{ data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n')
+    write_model(tmp_path, "adds", config, {"1/model.py": PYTHON_MODEL + hook % adds})
+    write_model(tmp_path, "keeps", config, {"1/model.py": PYTHON_MODEL + hook % "pass"})
+    found = {(d.model, d.code) for d in validate_paths([tmp_path]).diagnostics}
+    assert ("adds", "WU06") not in found and ("keeps", "WU06") in found
 
 
 def test_response_cache_warning_can_be_ignored(tmp_path):

@@ -163,6 +163,8 @@ def check_dynamic_batching(ctx) -> None:
     _check_ordering(ctx)
     config = ctx.effective
     may_auto_complete = config.backend in AUTO_COMPLETED_BACKENDS and not (config.input and config.output)
+    # DALI (from its pipeline) and a Python auto_complete_config that was not run may set it too.
+    may_auto_complete |= ctx.io_left_to_backend and not ctx.written(("max_batch_size",))
     if config.max_batch_size == 0 and not may_auto_complete:
         ctx.report(BATCHING_WITHOUT_BATCH, "dynamic_batching is set but max_batch_size is 0, so no batch can form",
                    ("dynamic_batching",), part="key",

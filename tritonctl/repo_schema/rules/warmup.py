@@ -65,19 +65,6 @@ def _type_name(data_type: int) -> str:
     return model_config_pb2().DataType.Name(data_type)
 
 
-def _python_autocompletes(ctx) -> bool:
-    """A Python model whose auto_complete_config may add inputs the config does not list."""
-    if ctx.effective.backend != "python":
-        return False
-    for vdir in ctx.versions:
-        try:
-            if "auto_complete_config" in (vdir.path / ctx.effective.default_model_filename).read_text(errors="ignore"):
-                return True
-        except OSError:
-            continue
-    return False
-
-
 @model_rule
 def check_warmup(ctx) -> None:
     if ctx.is_ensemble or not ctx.config.model_warmup:
@@ -86,7 +73,7 @@ def check_warmup(ctx) -> None:
     inputs = {inp.name: inp for inp in config.input}
     allowed = set(inputs) | {c.name for c in config.sequence_batching.control_input} \
         | {s.input_name for s in config.sequence_batching.state}
-    know_inputs = bool(inputs) and not _python_autocompletes(ctx)
+    know_inputs = bool(inputs) and not ctx.io_left_to_backend
     for i, sample in enumerate(ctx.config.model_warmup):
         base = ("model_warmup", i)
         label = f"warmup sample '{sample.name}'" if sample.name else f"warmup sample {i}"
