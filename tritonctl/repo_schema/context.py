@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
-from tritonctl.repo_schema.gpus import GpuInfo
+from tritonctl.repo_schema.gpus import GpuInfo, detect_gpus
 from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
 from tritonctl.repo_schema.repository import ModelSource, VersionDir
 
@@ -42,12 +42,18 @@ class CheckOptions:
         return dict(self.values) or None
 
 
+def default_options() -> CheckOptions:
+    """Every check, against the GPUs of this machine (or TRITONCTL_ASSUME_GPUS): what a
+    server started here would do. `tritonctl validate` passes its own options."""
+    return CheckOptions(gpus=detect_gpus())
+
+
 @dataclass
 class RepositoryContext:
     root: Path | None
     models: dict[str, "ModelContext"] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    options: CheckOptions = field(default_factory=CheckOptions)
+    options: CheckOptions = field(default_factory=default_options)
     # What could not be checked under ``options`` (VERSION_DIRS, ..., "gpus").
     not_checked: set[str] = field(default_factory=set)
 
@@ -73,7 +79,7 @@ class ModelContext:
 
     @property
     def options(self) -> CheckOptions:
-        return self.repository.options if self.repository is not None else CheckOptions()
+        return self.repository.options if self.repository is not None else default_options()
 
     def can_check(self, what: str) -> bool:
         """Whether ``what`` (VERSION_DIRS, MODEL_FILES, ...) is there to be checked;

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tritonctl.repo_schema.context import NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext
+from tritonctl.repo_schema.context import (NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext,
+                                           default_options)
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks_like_model_dir, model_dirs
 
@@ -91,14 +92,6 @@ def validate_repository(root: Path, config_name: str | None = None,
     for ctx in repo.models.values():
         check_model(ctx)
     return repo
-
-
-def default_options() -> CheckOptions:
-    """Every check, against the GPUs of this machine (or TRITONCTL_ASSUME_GPUS): what
-    a server started here would do."""
-    from tritonctl.repo_schema.gpus import detect_gpus
-
-    return CheckOptions(gpus=detect_gpus())
 
 
 def check_config_file(path: Path, config_name: str | None, options: CheckOptions) -> ModelContext:
