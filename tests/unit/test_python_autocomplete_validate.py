@@ -392,3 +392,19 @@ def test_any_returned_json_gives_a_config_or_a_reason(value):
     assert (config is None) == bool(problem)
     if config is None:
         assert problem.startswith("auto_complete_config returned a config")
+
+
+def test_generate_effective_shows_the_completed_config(tmp_path, capsys):
+    model_dir = write(tmp_path / "repo", "m", 'backend: "python"\noutput [ { name: "OUTPUT0" } ]\n', BATCHING)
+    status, out, err = cli(capsys, "generate", "--effective", str(model_dir), "--format", "json", "--gpus", "0")
+    assert status == 0, err
+    config = json.loads(out)
+    assert config["max_batch_size"] == 4 and config["dynamic_batching"]["preferred_batch_size"] == [4]
+    assert [(t["name"], t["data_type"], t["dims"]) for t in config["output"]] == [
+        ("OUTPUT0", "TYPE_FP32", [4]), ("OUTPUT1", "TYPE_FP32", [4])]
+    refused = write(tmp_path / "repo", "refused", FAILURES["no_return"][0].replace("no_return", "refused"),
+                    FAILURES["no_return"][1])
+    status, _, err = cli(capsys, "generate", "--effective", str(refused), "--gpus", "0")
+    assert status == 1
+    assert "error[AC04]: model 'refused' does not load: auto_complete_config function in model 'refused' must " \
+           "return a valid pb.ModelConfig object." in err

@@ -145,7 +145,10 @@ def _show_effective(model_dir: Path, output_format: ConfigFormat, config_name: s
         raise CliError("--gpus must be 0 or more", 2)
     else:
         gpu_ids = list(range(gpus))
-    config, diagnostics = effective_config(model_dir, config_name, gpu_ids)
+    from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
+
+    # A Python model's auto_complete_config runs as in validate and in Triton.
+    config, diagnostics = effective_config(model_dir, config_name, gpu_ids, model_code=ModelCodePolicy())
     _print_diagnostics(diagnostics)
     if config is not None:
         if output_format is ConfigFormat.json:

@@ -20,6 +20,7 @@ from typing import Sequence
 from tritonctl.repo_schema.diagnostics import Diagnostic, code_info, register
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.normalize import core_normalize
+from tritonctl.repo_schema import python_autocomplete as pyac
 from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, PythonCompletion, complete_config
 from tritonctl.repo_schema.repository import ModelSource, version_dirs
 from tritonctl.repo_schema.schema import data_type_value, model_config_pb2
@@ -134,13 +135,16 @@ class InstanceSpec:
 
 
 def effective_config(model_dir: Path, config_name: str | None = None, gpus: Sequence[int] | None = None,
-                     *, version: int | None = None, default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE):
+                     *, version: int | None = None, default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+                     model_code: ModelCodePolicy | None = None):
     """The ModelConfig Triton runs ``model_dir`` with, and what went wrong on the way.
 
     ``gpus`` are the GPU ids the server may use (None or empty: CPU only). ``version``
     picks the version directory whose model file backs auto-complete (default: the
-    highest). Returns ``(config, diagnostics)``; ``config`` is None when the config file
-    does not parse. A model with ERROR diagnostics would not load.
+    highest). ``model_code``: run a Python model's auto_complete_config under this policy
+    (None: leave it to the caller, as the server does, which runs it in process). Returns
+    ``(config, diagnostics)``; ``config`` is None when the config file does not parse. A
+    model with ERROR diagnostics would not load.
     """
     source = ModelSource(Path(model_dir), config_name)
     diagnostics: list[Diagnostic] = list(source.parsed.diagnostics)
@@ -158,6 +162,13 @@ def effective_config(model_dir: Path, config_name: str | None = None, gpus: Sequ
         autocomplete_onnxruntime(config, version_dir, report, default_max_batch_size)
     elif config.backend == "tensorrt":
         _autocomplete_tensorrt(config, version_dir, report)
+    elif config.backend == "python" and model_code is not None:
+        completion = complete_python_model(config, source.model_dir, model_code)
+        problem = python_completion_problem(source.name, completion) if completion is not None else None
+        if problem is not None:
+            report(*problem)
+        elif completion is not None and completion.config is not None:
+            config = completion.config
     return core_normalize(config, source.model_dir), diagnostics
 
 
@@ -180,6 +191,23 @@ def model_version_dir(model_dir: Path, version: int | None) -> Path | None:
 
 
 # --- Python (auto_complete_config) ----------------------------------------------------
+
+def python_completion_problem(model: str, completion: PythonCompletion) -> tuple[str, str, str] | None:
+    """(code, message, hint) for an auto_complete_config that did not give Triton a config."""
+    if completion.evaluated or completion.outcome == pyac.NOT_READ:
+        return None  # NOT_READ: the "not checked without the repository" line names model files
+    if completion.outcome == pyac.FAILED:
+        return (PYTHON_AUTOCOMPLETE_FAILED, f"model '{model}' does not load: {completion.message}",
+                "make config.pbtxt and what auto_complete_config adds agree, or fix model.py")
+    if completion.outcome in (pyac.TIMED_OUT, pyac.CRASHED):
+        return (PYTHON_AUTOCOMPLETE_STUCK, f"model '{model}' does not load: {completion.message}",
+                "auto_complete_config should only describe the model: no downloads, no heavy loading (Triton "
+                "waits stub-timeout-seconds, 30 by default)")
+    return (PYTHON_AUTOCOMPLETE_NOT_RUN,  # NOT_RUN, UNAVAILABLE
+            f"auto_complete_config of model '{model}' not evaluated: {completion.message}; the inputs, outputs, "
+            "max_batch_size and batching it may fill in are not checked",
+            "run without --no-exec, with the model's packages installed, to check them")
+
 
 def complete_python_model(config, model_dir: Path, policy: ModelCodePolicy) -> PythonCompletion | None:
     """What a Python model's ``auto_complete_config`` makes of ``config`` (normalized): the

@@ -8,15 +8,13 @@ them at the field (or the model.py line) at fault.
 
 from __future__ import annotations
 
-from tritonctl.repo_schema import python_autocomplete as pyac
 from tritonctl.repo_schema.autocomplete import (
     DALI_AUTOCOMPLETE_NOT_EVALUATED,
     NOT_BATCHABLE,
-    PYTHON_AUTOCOMPLETE_FAILED,
     PYTHON_AUTOCOMPLETE_NOT_RUN,
-    PYTHON_AUTOCOMPLETE_STUCK,
     batch_capable,
     model_version_dir,
+    python_completion_problem,
 )
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, code_info
@@ -58,22 +56,14 @@ def check_onnx_autofill_batching(ctx) -> None:
 @model_rule
 def check_python_auto_complete(ctx) -> None:
     completion = ctx.python_completion
-    if completion is None or completion.evaluated or completion.outcome == pyac.NOT_READ:
-        return  # NOT_READ: the "not checked without the repository" line names model files
-    if completion.outcome == pyac.FAILED:
-        _report_at_model_file(ctx, PYTHON_AUTOCOMPLETE_FAILED, f"model '{ctx.name}' does not load: "
-                              f"{completion.message}", completion,
-                              "make config.pbtxt and what auto_complete_config adds agree, or fix model.py")
-    elif completion.outcome in (pyac.TIMED_OUT, pyac.CRASHED):
-        _report_at_model_file(ctx, PYTHON_AUTOCOMPLETE_STUCK, f"model '{ctx.name}' does not load: "
-                              f"{completion.message}", completion,
-                              "auto_complete_config should only describe the model: no downloads, no heavy "
-                              "loading (Triton waits stub-timeout-seconds, 30 by default)")
-    else:  # NOT_RUN, UNAVAILABLE
-        ctx.report(PYTHON_AUTOCOMPLETE_NOT_RUN,
-                   f"auto_complete_config of model '{ctx.name}' not evaluated: {completion.message}; the inputs, "
-                   "outputs, max_batch_size and batching it may fill in are not checked", anchor(ctx),
-                   hint="run without --no-exec, with the model's packages installed, to check them")
+    problem = python_completion_problem(ctx.name, completion) if completion is not None else None
+    if problem is None:
+        return
+    code, message, hint = problem
+    if code == PYTHON_AUTOCOMPLETE_NOT_RUN:
+        ctx.report(code, message, anchor(ctx), hint=hint)
+    else:
+        _report_at_model_file(ctx, code, message, completion, hint)
 
 
 def _report_at_model_file(ctx, code: str, message: str, completion, hint: str) -> None:
