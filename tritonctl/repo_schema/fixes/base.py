@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import difflib
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -220,6 +220,23 @@ def field_descriptor(node: Node):
     return desc.fields_by_name.get(node.name) if desc is not None else None
 
 
+# Each diagnostic gets its own FixContext; the texts they look at are few, so parse each once.
+# Fixers only read these.
+@lru_cache(maxsize=32)
+def _parse(text: str) -> textproto.ParseResult:
+    return textproto.parse(text, model_config_pb2().ModelConfig)
+
+
+@lru_cache(maxsize=32)
+def _tokens(text: str) -> list:
+    return textproto.tokenize(text)
+
+
+@lru_cache(maxsize=32)
+def _tree(text: str) -> Node:
+    return syntax_tree(_tokens(text))
+
+
 # -- what a fixer sees ----------------------------------------------------------------
 
 
@@ -254,22 +271,22 @@ class FixContext:
             return None
         return self.offset(span.line, span.col), self.offset(span.end_line, span.end_col)
 
-    @cached_property
+    @property
     def parsed(self) -> textproto.ParseResult:
-        return textproto.parse(self.text, model_config_pb2().ModelConfig, self.config_path)
+        return _parse(self.text)
 
     @property
     def config(self):
         """The parsed config, None when the text does not parse."""
         return self.parsed.message
 
-    @cached_property
+    @property
     def tokens(self) -> list:
-        return textproto.tokenize(self.text)
+        return _tokens(self.text)
 
-    @cached_property
+    @property
     def tree(self) -> Node:
-        return syntax_tree(self.tokens)
+        return _tree(self.text)
 
     def token_at(self, offset: int):
         """Index of the token starting at ``offset``, or None."""
