@@ -4,6 +4,8 @@ Generates a repository of mixed models (python, onnxruntime with real ONNX files
 ensembles, sequence models, some that draw warnings) in a temporary directory, then times:
 
 - ``tritonctl validate REPO`` as a subprocess (wall time, median of 5) and in-process;
+- ``tritonctl validate --diff REPO``: the fixes computed to a fixed point (the DB51 models
+  are fixable), nothing written;
 - ``tritonctl --help`` and ``tritonctl validate ONE_MODEL`` start-up (median of 10);
 - baselines measured in the same run: ``python -c pass`` and protobuf's
   ``text_format.Parse`` of the same configs (the "parse only" floor);
@@ -206,6 +208,8 @@ def main() -> None:
         rows = [
             (f"tritonctl validate REPO ({len(configs)} models), subprocess",
              median_seconds(lambda: run_command([tritonctl, "validate", str(repo)]), args.runs), 2.0),
+            (f"tritonctl validate --diff REPO ({len(configs)} models), subprocess",
+             median_seconds(lambda: run_command([tritonctl, "validate", "--diff", str(repo)]), args.runs), None),
             (f"validate_paths(REPO) in-process ({len(configs)} models)",
              median_seconds(lambda: validate_paths([repo]), args.runs), None),
             (f"text_format.Parse of the {len(configs)} configs (parse-only floor)",
