@@ -21,8 +21,9 @@ from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def fixed(tmp_path_factory):
-    """A repository with every case written broken, and the model the ensembles run."""
+def fixed(tmp_path_factory, transports):
+    """A repository with every case written broken, and the model the ensembles run: one per
+    transport, as each run fixes the configs afresh."""
     repo = tmp_path_factory.mktemp("fix") / "models"
     write_base(repo)
     for case in CASES:
