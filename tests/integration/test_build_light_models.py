@@ -26,9 +26,9 @@ from tritonctl.repo_schema.validate import validate_paths
 ort = pytest.importorskip("onnxruntime")
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ROWS = 4
-# The slowest to build and run on two CPU cores (seconds, measured): VGG-19 13, ZFNet-512 5, ResNet-50 4,
-# AlexNet 3; the others take 1 to 2.5.
+ROWS = 4  # also --max-batch-size, so the build's own check runs at batch 1 and 4
+# The slowest, measured on two otherwise idle CPU cores (seconds per build): VGG-19 13, ZFNet-512 5,
+# ResNet-50 4, AlexNet 3; the others take 1 to 2.5. The whole module: about 40 s, 53 s of CPU time.
 SLOW = {"light_vgg19", "light_zfnet512", "light_resnet50", "light_bvlc_alexnet"}
 NAMES = sorted(p.stem for p in LIGHT.glob("*.onnx")) if LIGHT.is_dir() else []
 
@@ -77,7 +77,7 @@ def test_light_model_builds_to_a_dynamic_batch_row_by_row(tmp_path, capsys, name
     original = onnx.load(str(source))
     assert original.ir_version < 4  # the case these models are here for
     repo = tmp_path / "repo"
-    code, _, err = cli(capsys, "build", str(source), "--repo", str(repo), "--name", name, "--max-batch-size", "8")
+    code, _, err = cli(capsys, "build", str(source), "--repo", str(repo), "--name", name, "--max-batch-size", str(ROWS))
     assert code == 0, err
     assert "verified row by row" in err and "no errors" in err
     assert validate_paths([repo]).errors == 0
