@@ -45,7 +45,7 @@ After --fix (or --diff) it is about what remains (or would remain) after the fix
 
   tritonctl validate models/ --config-only
 
-  tritonctl validate tensorrt_llm/config.pbtxt --set triton_max_batch_size=64 --set decoupled_mode=true
+  tritonctl validate tensorrt_llm/config.pbtxt --set triton_max_batch_size=64
 
   tritonctl validate models/ --format sarif --output tritonctl.sarif
 
@@ -64,7 +64,7 @@ After --fix (or --diff) it is about what remains (or would remain) after the fix
 @app.command(help=HELP, no_args_is_help=True)
 def validate(
     paths: list[Path] = typer.Argument(None, metavar="PATH...", show_default=False,
-                                       help="Repositories, model directories or config.pbtxt files."),
+                                       help="Repositories, model directories, config files or directories of config files."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
     ignore: list[str] = typer.Option(None, "--ignore", metavar="CODE",
