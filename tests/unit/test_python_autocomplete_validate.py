@@ -9,6 +9,8 @@ the failure texts are the `expected` lines Triton's QA greps its log for.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -340,13 +342,45 @@ def test_a_hanging_or_crashing_auto_complete_config_gets_a_clear_diagnostic(tmp_
         write(repo, name, config, model)
     report = validate_paths([repo], options=CheckOptions(model_code=ModelCodePolicy(timeout_s=3)))
     found = {d.model: (d.code, d.severity.value, d.message) for d in report.diagnostics}
-    assert found["hangs"] == ("AC05", "error", "model 'hangs' does not load: auto_complete_config did not return "
-                                               "within 3 s")
+    assert found["hangs"] == ("AC05", "error", "model 'hangs' does not load: importing model.py and running "
+                                               "auto_complete_config took longer than 3 s")
     assert found["exits"] == ("AC05", "error", "model 'exits' does not load: the process running "
                                                "auto_complete_config exited with status 3 before it returned")
     assert found["segfaults"] == ("AC05", "error", "model 'segfaults' does not load: the process running "
                                                    "auto_complete_config was killed by SIGSEGV before it returned; "
                                                    "its last output: loading the native extension")
+
+
+DETACHING = """
+import subprocess, sys, time
+from pathlib import Path
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
+        Path(__file__).with_name("helper.pid").write_text(str(helper.pid))
+        time.sleep(3600)
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_a_process_the_model_detaches_does_not_keep_validate_waiting(tmp_path):
+    """The helper leaves the stub's session, so killing the stub's group spares it, and it holds
+    the stub's output pipe: validate stops reading after a grace period."""
+    repo = tmp_path / "repo"
+    model_dir = write(repo, "detaches", 'backend: "python"\n', DETACHING)
+    try:
+        report = validate_paths([repo], options=CheckOptions(model_code=ModelCodePolicy(timeout_s=3)))
+        assert [(d.code, d.message) for d in report.diagnostics if d.severity.value == "error"] == [
+            ("AC05", "model 'detaches' does not load: importing model.py and running auto_complete_config took "
+                     "longer than 3 s")]
+    finally:
+        pid_file = model_dir / "1" / "helper.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_a_package_missing_here_is_a_note_not_an_error(tmp_path, capsys):

@@ -23,6 +23,7 @@ from tritonctl.repo_schema.modelfiles.python import read_python_model
 # Triton's Python backend gives its stub process `stub-timeout-seconds` (30 by default) to answer.
 DEFAULT_TIMEOUT_S = 30.0
 STDERR_TAIL = 600  # characters of the model's output quoted in a diagnostic
+KILL_GRACE_S = 5.0  # for the output of a killed stub to be read
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,15 @@ def _run_stub(request: dict, cwd: Path, timeout_s: float) -> dict | PythonComple
         out, err = process.communicate(json.dumps(request).encode(), timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill(process)
-        out, err = process.communicate()
-        return PythonCompletion(TIMED_OUT, message=f"auto_complete_config did not return within {timeout_s:g} s"
-                                f"{_tail(err)}")
+        try:
+            _, err = process.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:  # a process the model detached still holds the pipes
+            err = b""
+            for pipe in (process.stdout, process.stderr):
+                pipe.close()
+            process.wait()
+        return PythonCompletion(TIMED_OUT, message=f"importing {Path(request['model_file']).name} and running "
+                                f"auto_complete_config took longer than {timeout_s:g} s{_tail(err)}")
     if process.returncode == 0 and out:
         try:
             return json.loads(out)
