@@ -7,6 +7,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --protocols grpc --servers tritonctl floor-native triton
     python benchmarks/bench_serve.py --keep-cpus-awake --concurrency 1 --protocols grpc --servers tritonctl triton
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
+    python benchmarks/bench_serve.py --model blocks --concurrency 16 --protocols grpc  # 128 KiB requests, compute-bound
     python benchmarks/bench_serve.py --concurrency 32 --servers tritonctl --baseline /tmp/base  # against another checkout
 
 All servers run at once in their own processes (idle while another is measured) and every
@@ -78,6 +79,36 @@ def build_mlp(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def build_blocks(path: Path) -> None:
+    """Ten blocks of 256 -> 1024 (Gemm+Relu) -> 256 (Gemm), dynamic batch: compute-bound, and each
+    request of 128 rows carries 128 KiB, so what the server does with the bytes shows."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits, nodes, x = [], [], "INPUT0"
+    for block in range(10):
+        for step, (a, b) in enumerate(((256, 1024), (1024, 256))):
+            w, bias = f"W{block}_{step}", f"B{block}_{step}"
+            inits += [numpy_helper.from_array((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32), w),
+                      numpy_helper.from_array((rng.standard_normal(b) * 0.01).astype(np.float32), bias)]
+            y = "OUTPUT0" if (block, step) == (9, 1) else f"h{block}_{step}"
+            if step == 0:
+                nodes += [helper.make_node("Gemm", [x, w, bias], [y + "_pre"]), helper.make_node("Relu", [y + "_pre"], [y])]
+            else:
+                nodes.append(helper.make_node("Gemm", [x, w, bias], [y]))
+            x = y
+    graph = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 256])],
+                              [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 256])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+BLOCKS_ROWS = 128  # rows per request: FP32 [128, 256], 128 KiB
+
+
 def embedder_onnx() -> Path:
     """The BERT-like embedder of ../shared/models, exported once and cached."""
     path = CACHE / "embedder.onnx"
@@ -114,6 +145,22 @@ parameters [ {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
 """
     row = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
     return Workload("mlp", onnx_path, {"INPUT0": row}, ["OUTPUT0"], config)
+
+
+def blocks_workload(root: Path, delay_us: int) -> Workload:
+    onnx_path = root / "blocks.onnx"
+    build_blocks(onnx_path)
+    config = f"""name: "blocks"
+backend: "onnxruntime"
+max_batch_size: {4 * BLOCKS_ROWS}
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+parameters [ {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }} ]
+"""
+    rows = np.random.default_rng(1).standard_normal((BLOCKS_ROWS, 256)).astype(np.float32)
+    return Workload("blocks", onnx_path, {"INPUT0": rows}, ["OUTPUT0"], config)
 
 
 def embedder_workload(delay_us: int) -> Workload:
@@ -161,22 +208,67 @@ def write_triton_repository(root: Path, workload: Workload, delay_us: int) -> Pa
 
 
 class InProcess:
-    """onnxruntime called directly (default threads): the speed limit a server can approach."""
+    """onnxruntime called directly (default threads; the server's 2 for blocks): the speed limit a
+    server can approach."""
 
     def __init__(self, workload: Workload):
         import onnxruntime as ort
 
         self.workload = workload
-        self.session = ort.InferenceSession(str(workload.onnx), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if workload.name == "blocks":
+            options.intra_op_num_threads = 2
+        self.session = ort.InferenceSession(str(workload.onnx), options, providers=["CPUExecutionProvider"])
 
     def rows_per_second(self, batch: int, seconds: float) -> float:
-        feed = {name: np.repeat(data, batch, axis=0) for name, data in self.workload.request.items()}
+        """Rows a second over executions of ``batch`` requests (one row each but for blocks)."""
+        feed = {name: np.concatenate([data] * batch) for name, data in self.workload.request.items()}
+        rows_per_run = len(next(iter(feed.values())))
         self.session.run(None, feed)
         rows, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             self.session.run(None, feed)
-            rows += batch
+            rows += rows_per_run
         return rows / (time.perf_counter() - start)
+
+
+def codec_costs(workload: Workload, repeat: int = 2000) -> str:
+    """CPU microseconds per request to take the request's tensors off the wire and to put the
+    reply's on it: through protobuf's own fields (copies) and through grpc/wire.py (views, one
+    copy out), side by side in this process."""
+    from tritonclient.grpc import service_pb2
+
+    from tritonctl.serve.core.types import InferResponse, InferTensor
+    from tritonctl.serve.grpc.codec import decode_request, encode_response, encode_response_parts
+    from tritonctl.serve.grpc.wire import join_response, split_request
+
+    payload = grpc_request_bytes(workload)
+    outputs = [InferTensor(name, "FP32", data.copy()) for name, data in
+               zip(workload.outputs, workload.request.values())]
+    response = InferResponse(workload.name, "1", "", outputs)
+
+    def protobuf_path():
+        request = decode_request(service_pb2.ModelInferRequest.FromString(payload))
+        return request, encode_response(response, service_pb2, request).SerializeToString()
+
+    def wire_path():
+        rest, raw = split_request(payload)
+        request = decode_request(service_pb2.ModelInferRequest.FromString(rest), None, raw)
+        message, parts = encode_response_parts(response, service_pb2, request)
+        return request, join_response(message.SerializeToString(), parts)
+
+    costs = {}
+    for name, path in (("protobuf", protobuf_path), ("wire", wire_path)):
+        samples = []
+        for _ in range(5):
+            start = time.process_time()
+            for _ in range(repeat // 5):
+                path()
+            samples.append((time.process_time() - start) / (repeat // 5) * 1e6)
+        costs[name] = statistics.median(samples)
+    return (f"tensor bytes on and off the gRPC wire per request ({len(payload) // 1024} KiB in, as much out), CPU: "
+            f"protobuf's fields {costs['protobuf']:.1f} us, wire.py's views {costs['wire']:.1f} us "
+            f"({costs['protobuf'] / costs['wire']:.1f}x less)")
 
 
 # ---- requests, pre-serialized once ------------------------------------------------------------
@@ -478,7 +570,7 @@ def compare(results: dict, base: str, other: str, protocols: list[str], concurre
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["mlp", "embedder"], default="mlp")
+    parser.add_argument("--model", choices=["mlp", "embedder", "blocks"], default="mlp")
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per measured point")
     parser.add_argument("--warmup", type=float, default=1.5)
     parser.add_argument("--runs", type=int, default=3, help="measurements per point; the median is shown")
@@ -510,11 +602,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         workload = (mlp_workload(Path(tmp), args.delay_us) if args.model == "mlp"
+                    else blocks_workload(Path(tmp), args.delay_us) if args.model == "blocks"
                     else embedder_workload(args.delay_us))
         in_process = InProcess(workload)
-        batches = (1, 64) if args.model == "mlp" else (1, 4, 16)
+        batches = (1, 64) if args.model == "mlp" else (1, 4) if args.model == "blocks" else (1, 4, 16)
         print(f"in-process onnxruntime on {args.model} (default threads): "
               + ", ".join(f"batch {b} {in_process.rows_per_second(b, 2.0):,.1f} rows/s" for b in batches))
+        if args.model == "blocks":
+            print(codec_costs(workload))
         limits: list[float] = []  # the embedder's limit, measured in every round beside the servers
         payloads = {"grpc": grpc_request_bytes(workload), "http": http_request_bytes(workload)}
         print(f"\n{args.model}, batch-1 requests, max_queue_delay {args.delay_us} us, {args.duration:g} s per point, "
@@ -534,7 +629,7 @@ def main() -> None:
                 for concurrency in concurrencies:
                     runs: dict[str, list[Point]] = {s.name: [] for s in started if s.port(protocol)}
                     for _ in range(args.runs):
-                        if args.model == "embedder":
+                        if args.model != "mlp":
                             limits.append(in_process.rows_per_second(max(batches), args.duration))
                         for server in started:
                             if server.port(protocol):
@@ -555,9 +650,10 @@ def main() -> None:
             compare(results, "tritonctl-py", "tritonctl-py@base", args.protocols, concurrencies)
         if args.model == "mlp":
             return
-        best = max(p.throughput for (name, _, _), p in results.items() if name == "tritonctl")
+        rows = len(next(iter(workload.request.values())))  # per request
+        best = max(p.throughput for (name, _, _), p in results.items() if name == "tritonctl") * rows
         limit = statistics.median(limits)
-        print(f"\nspeed limit: tritonctl's best {best:,.1f} infer/s against in-process onnxruntime at batch "
+        print(f"\nspeed limit: tritonctl's best {best:,.1f} rows/s against in-process onnxruntime at batch "
               f"{max(batches)}, {limit:,.1f} rows/s (median of {len(limits)}, measured between the server's "
               f"points, range {min(limits):,.1f}-{max(limits):,.1f}) = {best / limit:.2f}x")
 

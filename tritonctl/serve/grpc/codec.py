@@ -87,8 +87,9 @@ def _shm_where(params, tensor: str) -> ShmParams | None:
 _WRONG_TYPE = object()
 
 
-def decode_request(message, shm: SharedMemoryManager | None = None) -> InferRequest:
-    """``shm``: the server's registered shared-memory regions, which tensors may name."""
+def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | None = None) -> InferRequest:
+    """``shm``: the server's registered shared-memory regions, which tensors may name; ``raw``:
+    the raw input contents where they were taken out of ``message`` (``wire.split_request``)."""
     model = message.model_name
     request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
     for key, param in message.parameters.items():
@@ -104,7 +105,8 @@ def decode_request(message, shm: SharedMemoryManager | None = None) -> InferRequ
             _sequence_parameter(request, key, param)
         elif key != "headers":
             request.parameters[key] = value
-    raw = message.raw_input_contents
+    if raw is None:
+        raw = message.raw_input_contents
     wheres = [_shm_where(tensor.parameters, tensor.name) for tensor in message.inputs]
     expected = wheres.count(None)  # raw contents belong to the inputs not in shared memory, in order
     if raw and len(raw) != expected:
@@ -143,9 +145,17 @@ def decode_request(message, shm: SharedMemoryManager | None = None) -> InferRequ
 def encode_response(response: InferResponse, service_pb2, request: InferRequest | None = None):
     """``request``: where its requested outputs go to shared memory, they are written there and
     their raw contents left empty (Triton)."""
+    message, raw = encode_response_parts(response, service_pb2, request)
+    message.raw_output_contents.extend(bytes(buffer) for buffer in raw)
+    return message
+
+
+def encode_response_parts(response: InferResponse, service_pb2, request: InferRequest | None = None):
+    """(the ModelInferResponse without raw_output_contents, those contents as buffers over the
+    output arrays): for ``wire.join_response``, which copies each once."""
     message = service_pb2.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
                                              id=response.id)
-    raw = message.raw_output_contents
+    raw = []
     in_shm = {o.name: o.shm for o in request.requested_outputs or () if o.shm is not None} if request else {}
     for tensor in response.outputs:
         message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
@@ -153,5 +163,5 @@ def encode_response(response: InferResponse, service_pb2, request: InferRequest 
             in_shm[tensor.name].write(tensor.name, tensor.datatype, tensor.data)
             raw.append(b"")
         else:
-            raw.append(bytes(to_raw(tensor.datatype, tensor.data)))
-    return message
+            raw.append(to_raw(tensor.datatype, tensor.data))
+    return message, raw

@@ -24,8 +24,9 @@ from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
 from tritonctl.serve.core.types import InferRequest
-from tritonctl.serve.grpc.codec import decode_request, encode_response, parameter_value
+from tritonctl.serve.grpc.codec import decode_request, encode_response_parts, parameter_value
 from tritonctl.serve.grpc.stream import StreamSession
+from tritonctl.serve.grpc.wire import join_response, split_request
 
 log = logging.getLogger("tritonctl.serve.grpc")
 
@@ -99,9 +100,13 @@ class GrpcHandlers:
         after ``submit_infer``. Between the two the transport may note the call as open."""
         trace = None
         try:
-            message = service_pb2.ModelInferRequest.FromString(payload)
+            split = split_request(payload)
+            if split is None:  # protobuf's parse says what is wrong
+                message, raw = service_pb2.ModelInferRequest.FromString(payload), None
+            else:
+                message, raw = service_pb2.ModelInferRequest.FromString(split[0]), split[1]
             trace = self._sample_trace(message.model_name)
-            request = decode_request(message, self.server.shm)
+            request = decode_request(message, self.server.shm, raw)
         except Exception as exc:
             self._send(answer, failure(exc, INFER), trace)
             return None
@@ -132,7 +137,8 @@ class GrpcHandlers:
         if error is not None:
             return failure(error, INFER)
         try:
-            body = encode_response(response, service_pb2, call.request).SerializeToString()
+            message, raw = encode_response_parts(response, service_pb2, call.request)
+            body = join_response(message.SerializeToString(), raw)
         except Exception as exc:  # an output that does not fit its shared-memory region, or a bug
             return failure(exc, INFER)
         trace = call.trace
