@@ -44,7 +44,7 @@ output [
   { name: "OUT_ITEMS_FLAT" data_type: TYPE_INT32 dims: [ 1 ] }
 ]
 batch_output [ { target_name: "DOUBLED" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT" } ]
-dynamic_batching { max_queue_delay_microseconds: 400000 }
+dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }  # the 3 requests sent together, however slow the machine
 instance_group [ { kind: KIND_CPU count: 1 } ]
 """
 
@@ -94,7 +94,7 @@ backend: "python"
 max_batch_size: 8
 input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
 output [ { name: "REQUESTS" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SIZE" data_type: TYPE_INT32 dims: [ 1 ] } ]
-dynamic_batching { max_queue_delay_microseconds: 400000 }
+dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }  # the 3 requests sent together, however slow the machine
 instance_group [ { kind: KIND_CPU count: 1 } ]
 """
 RAGGED_PY = '''
