@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyzer"))
 
 from analyze_models import onnx_model  # noqa: E402
 from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze  # noqa: E402
-from tritonctl.analyzer.objective import NOISE, Constraints  # noqa: E402
+from tritonctl.analyzer.objective import Constraints  # noqa: E402
 from tritonctl.analyzer.results import COLUMNS  # noqa: E402
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace  # noqa: E402
 from cli_runner import cli  # noqa: E402
@@ -59,31 +59,41 @@ def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tm
     frame = pd.read_csv(out / "measurements.csv")
     assert tuple(frame.columns[:len(COLUMNS)]) == COLUMNS and len(frame) == result.measured
     assert pd.read_parquet(out / "measurements.parquet").equals(result.frame)
-    assert set(frame["stage"]) == {"baseline", "exhaustive"} and frame["is_default"].any()
+    assert set(frame["stage"]) == {"baseline", "exhaustive", "final"} and frame["is_default"].any()
     assert (frame["avg_batch_size"] >= 1).all() and (frame["compute_us"] > 0).all()
-    # The chosen config has the best measured objective among the points meeting the constraints,
-    # up to a near-tie, which goes to lower latency.
+    assert (frame["throughput_spread"] >= 0).all() and (frame.loc[frame["stage"] == "final", "repeat"] >= 1).all()
     passing = frame[frame["meets_constraints"]]
     assert (passing["p99_ms"] <= 50.0).all()
-    chosen = frame[(frame["config_id"] == result.best.config_id) & (frame["concurrency"] == result.best.best.concurrency)]
-    assert chosen["meets_constraints"].all()
-    assert chosen["objective"].iloc[0] >= (1 - NOISE) ** 2 * passing["objective"].max()
+    # The choice comes from the final round: the best three configs measured again head to head.
+    final = result.meta["final_round"]
+    finalists = [f["config_id"] for f in final["finalists"]]
+    assert len(finalists) == 3 and final["chosen"] == result.best.config_id in finalists
+    rounds = frame[frame["stage"] == "final"].groupby("config_id").size()
+    assert set(rounds.index) == set(finalists) and (rounds >= 3).all()
+    assert final["runner_up"] in finalists and isinstance(final["beyond_noise"], bool)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_config_id"] == result.best.config_id and summary["points_measured"] == result.measured
+    assert summary["final_round"]["verdict"] == final["verdict"] and "against the runner-up" in final["verdict"]
     text = (out / "config.pbtxt").read_text()
     assert text.startswith("# Chosen by tritonctl analyze") and f"Measured as {result.best.config_id}:" in text
+    assert "# Final round, " in text and final["verdict"][:40] in text.replace("\n# ", " ")
     report = out / "report.html"
     if report.exists():  # the analyze extra installs the report's plotting library
         html = report.read_text()
-        assert result.best.config_id in html and "Plotly" in html
+        assert result.best.config_id in html and "Plotly" in html and 'id="final-round"' in html
 
     # smart over the same space, resumed from the same output: it replays its decisions on the
-    # recorded points, so it measures nothing, and it looks at fewer configs than exhaustive did.
+    # recorded points, so it measures no sweep point again (only re-measurements exhaustive did not make).
     replay = run_analyze(options(repo, out, strategy="smart", constraints=limit, resume=True))
-    assert replay.measured == 0 and replay.reused > 0
-    assert replay.meta["candidates_measured"] < result.meta["candidates_measured"]
-    assert replay.meta["decisions"][0].startswith("baseline: the default config (")
-    assert len(checkpoint_points(out)) == result.measured
+    assert replay.reused > 0 and replay.meta["decisions"][0].startswith("baseline: the default config (")
+    new = checkpoint_points(out)[result.measured:]
+    assert len(new) == replay.measured and all(p["repeat"] >= 1 for p in new)
+    # Resumed once more, the same smart run measures nothing at all and chooses the same config.
+    again = run_analyze(options(repo, out, strategy="smart", constraints=limit, resume=True))
+    assert again.measured == 0 and again.best.config_id == replay.best.config_id
+    assert again.meta["decisions"] == replay.meta["decisions"]
+    keys = [(p["config_id"], p["concurrency"], p["repeat"]) for p in checkpoint_points(out)]
+    assert len(keys) == len(set(keys))
 
 
 def test_cli_subprocess_engine_apply_writes_a_validate_clean_config(repo, tmp_path, capsys):
@@ -147,7 +157,7 @@ def test_killed_run_resumes_without_repeating_finished_points(repo, tmp_path):
     wait_for_points(out, 4, process)
     process.kill()
     process.wait(10)
-    before = {(p["config_id"], p["concurrency"]) for p in checkpoint_points(out)}
+    before = {(p["config_id"], p["concurrency"], p["repeat"]) for p in checkpoint_points(out)}
     deadline = time.monotonic() + 15
     while servers_of(repo) and time.monotonic() < deadline:  # the engine dies with its parent
         time.sleep(0.1)
@@ -155,7 +165,7 @@ def test_killed_run_resumes_without_repeating_finished_points(repo, tmp_path):
 
     done = subprocess.run(analyze_command(repo, out, "--resume"), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    keys = [(p["config_id"], p["concurrency"]) for p in checkpoint_points(out)]
+    keys = [(p["config_id"], p["concurrency"], p["repeat"]) for p in checkpoint_points(out)]
     assert len(keys) == len(set(keys)), "a finished point was measured again"
     assert before < set(keys)
     summary = json.loads((out / "summary.json").read_text())

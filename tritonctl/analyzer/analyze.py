@@ -42,7 +42,7 @@ class AnalyzeOptions:
     strategy: str = "smart"
     objective: Objective = field(default_factory=Objective)
     constraints: Constraints = field(default_factory=Constraints)
-    budget: int | None = None  # smart: the most configs to measure (default: a quarter of them)
+    budget: int | None = None  # smart: the most configs to measure (default: a quarter of them, or every knob's line)
     engine: str = "subprocess"
     url: str | None = None
     protocol: str = "http"
@@ -108,9 +108,10 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     checkpoint = Checkpoint.open(output_dir, _settings(options, engine), options.resume, options.overwrite)
     if checkpoint.dropped_line:
         reporter.note("the last line of the checkpoint was cut off by the kill; that point is measured again")
-    budget = smart_budget(len(candidates.all), options.budget) if options.strategy == "smart" else None
+    budget = smart_budget(candidates, options.budget) if options.strategy == "smart" else None
     runner = _Runner(options, engine, checkpoint, reporter)
-    search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget)
+    search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget,
+                    runner.sample)
     reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
     interrupted, failure = False, None
     try:
@@ -213,15 +214,22 @@ class _Runner:
         self.reporter.candidate_done(result)
         return result
 
-    def _point(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
+    def sample(self, candidate: Candidate, concurrency: int, repeat: int, stage: str) -> Point:
+        """Measure one point again (a tie-break or the final round): ``repeat`` numbers the re-measurements.
+        One taken from the checkpoint may have been made for another stage (by another strategy): it is
+        a measurement of the same point all the same, and is labelled with the stage that uses it now."""
+        point = self._point(candidate, concurrency, stage, repeat)
+        return point if point.stage == stage else replace(point, stage=stage)
+
+    def _point(self, candidate: Candidate, concurrency: int, stage: str, repeat: int = 0) -> Point:
         if CTRL_C.is_set():  # pressed, but swallowed on its way up (inside a client library)
             raise KeyboardInterrupt
-        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, concurrency)
+        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, concurrency, repeat)
         if recorded is not None:
             self.reused += 1
             self.reporter.point(recorded, True)
             return recorded
-        point = self._measure(candidate, concurrency, stage)
+        point = self._measure(candidate, concurrency, stage, repeat)
         with _ctrl_c_deferred():  # the checkpoint file and the final tables keep the same points
             self.checkpoint.record(point)
             self.measured += 1
@@ -229,7 +237,7 @@ class _Runner:
             self.reporter.point(point, False)
         return point
 
-    def _measure(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
+    def _measure(self, candidate: Candidate, concurrency: int, stage: str, repeat: int) -> Point:
         from tritonctl.analyzer.perf import run_perf
 
         options = self.options
@@ -242,7 +250,7 @@ class _Runner:
                     raise AnalyzeError(f"the server refused config {candidate.config_id} of model "
                                        f"'{options.model}': {exc}") from None
                 self.loaded = None
-                return Point.failure(candidate, concurrency, stage, f"load failed: {exc}")
+                return Point.failure(candidate, concurrency, stage, f"load failed: {exc}", repeat)
             self.loaded = candidate.config_hash
         perf = PerfOptions(options.model, url=self.engine.url, protocol=options.protocol, concurrency=(concurrency,),
                            shapes=options.shapes, input_data=options.input_data,
@@ -255,8 +263,15 @@ class _Runner:
         except PerfError as exc:
             if not self.any_ok:  # nothing has worked yet: a setup problem, not this config's
                 raise
-            return Point.failure(candidate, concurrency, stage, str(exc))
-        return Point.from_level(candidate, result.levels[0], stage, time.monotonic() - started)
+            return Point.failure(candidate, concurrency, stage, str(exc), repeat)
+        return Point.from_level(candidate, result.levels[0], stage, time.monotonic() - started, repeat)
+
+
+def _points_by_stage(points: list[Point]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for point in points:
+        counts[point.stage] = counts.get(point.stage, 0) + 1
+    return counts
 
 
 def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, search: Search, runner: _Runner,
@@ -265,13 +280,19 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
     from tritonctl.analyzer.results import points_frame, write_tables
 
     points = [p for r in search.results.values() for p in r.points]
+    points += [p for samples in search.samples.values() for p in samples]
     seen = {id(p) for p in points}
     points += [p for p in runner.checkpoint.new if id(p) not in seen]  # a candidate cut off by Ctrl-C
-    results = list(summarize(points, options.objective, options.constraints).values())
+    # Configs are judged by their sweeps; re-measurements count only in the search's comparisons.
+    results = list(summarize([p for p in points if p.repeat == 0], options.objective, options.constraints).values())
     for result in results:
         if result.config_id in search.results:
             result.stop_reason = search.results[result.config_id].stop_reason
-    best = choose_best(results, options.objective)
+    final = search.final
+    if final is not None:
+        best = next(r for r in results if r.config_id == final.chosen.config_id)
+    else:  # stopped before the final round: the best of the sweeps, shown but not written
+        best = choose_best(results, options.objective)
     default = next((r for r in results if r.is_default), None)
     frame = points_frame(points, options.objective, options.constraints)
     by_id = {c.config_id: c for c in candidates.all}
@@ -284,11 +305,15 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         "finished": datetime.now(timezone.utc).isoformat(), "wall_s": round(wall_s, 2),
         "candidates_total": len(candidates.all), "candidates_measured": len(results),
         "tritonctl_version": __version__, "interrupted": interrupted,
+        "final_round": final.as_dict() if final is not None else None,
+        "budget": search.budget, "unexplored_knobs": list(search.unexplored),
+        "points_by_stage": _points_by_stage(points),
+        "measurement_s": round(sum(p.measured_s for p in points), 2),  # reused points: their original time
     }
     notes: list[str] = []
     files = write_tables(frame, options.output_dir)
     applied = None
-    if best is not None and best_candidate is not None and not interrupted:
+    if best is not None and best_candidate is not None and not interrupted and final is not None:
         text, path = write_best_config(best_candidate, best, default, meta, model_dir, options.output_dir)
         meta["best_config_pbtxt"] = text
         files.append(path)

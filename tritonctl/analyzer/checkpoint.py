@@ -3,7 +3,8 @@
 Every point is written, flushed and fsync'd as soon as it is measured, so a killed run loses at
 most the measurement in progress. ``--resume`` reads the points back; the strategy then replays
 its decisions on them and measures only what is missing. A point is reused only for the same
-config (by a hash of its full config JSON) measured with the same settings.
+config (by a hash of its full config JSON) measured with the same settings; re-measurements of a
+point (the search's tie-breaks and final round) are told apart by their ``repeat`` number.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Checkpoint:
         self.recorded = points  # from the file, in the order they were measured
         self.dropped_line = dropped_line  # the last line was cut off by a kill and was ignored
         self.new: list[Point] = []
-        self._index = {(p.config_id, p.config_hash, p.concurrency): p for p in points}
+        self._index = {p.key: p for p in points}
         self._file = None
 
     @classmethod
@@ -67,13 +68,13 @@ class Checkpoint:
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def lookup(self, config_id: str, config_hash: str, concurrency: int) -> Point | None:
-        return self._index.get((config_id, config_hash, concurrency))
+    def lookup(self, config_id: str, config_hash: str, concurrency: int, repeat: int = 0) -> Point | None:
+        return self._index.get((config_id, config_hash, concurrency, repeat))
 
     def record(self, point: Point) -> None:
         self._write({"kind": "point", **point.to_record()})
         self.new.append(point)
-        self._index[(point.config_id, point.config_hash, point.concurrency)] = point
+        self._index[point.key] = point
 
     def close(self) -> None:
         if self._file is not None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas
 
 TEMPLATE = "templates/analyze/report.html.j2"
+REPEAT_STAGES = ("recheck", "final")
 
 
 def write_html_report(path: Path, measurements: "pandas.DataFrame", meta: dict) -> Path:
@@ -54,6 +55,9 @@ def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
     get_plotlyjs = require("plotly.offline", "the HTML report").get_plotlyjs
 
     frame = report_data.prepare(measurements)
+    # Re-measurements (tie-breaks, the final round) repeat sweep points; the plots and the configs
+    # table show the sweeps, the final round has its own table.
+    frame = frame[~frame["stage"].isin(REPEAT_STAGES)].reset_index(drop=True)
     limits = report_data.constraint_limits(meta.get("constraints") or {})
     bests = report_data.config_bests(frame, limits)
     best_id, default_id = meta.get("best_config_id"), _default_config_id(frame, meta)
@@ -71,8 +75,31 @@ def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
         chosen=chosen is not None,
         figures=figures, table=_table(bests, best_id, default_id),
         plotly_js=get_plotlyjs() if figures else "", version=meta.get("tritonctl_version", ""),
-        measured_points=len(frame), period=fmt.period(meta),
+        measured_points=len(frame), period=fmt.period(meta), final=_final_round(meta.get("final_round")),
+        unexplored=", ".join(meta.get("unexplored_knobs") or ()),
     )
+
+
+def _final_round(final: dict | None) -> dict | None:
+    """The final round's table: each finalist's medians over the head-to-head rounds, and the verdict."""
+    if not final or not final.get("finalists"):
+        return None
+    rows = []
+    for entry in final["finalists"]:
+        measured = entry.get("throughput") is not None
+        rows.append(dict(
+            config_id=entry["config_id"], chosen=entry["config_id"] == final.get("chosen"),
+            concurrency=entry.get("concurrency") if entry.get("concurrency") is not None else "",
+            throughput=fmt.throughput(entry["throughput"]) if measured else "-",
+            p99=fmt.ms(entry["p99_ms"]) if measured else "-",
+            band=f"±{100 * entry.get('spread', 0.0):.1f}%",
+            rounds=", ".join(fmt.throughput(t) for t in entry.get("throughputs") or ())))
+    rounds = final.get("rounds") or 0
+    caption = (f"The best {len(rows)} configs measured again head to head, interleaved, {rounds} rounds on the same "
+               "server; the choice is made from these numbers alone. The band is how far repeats of a "
+               "config spread; a margin counts only beyond both bands." if rounds else
+               "Only one measured config met the constraints, so there was nothing to measure it against.")
+    return dict(rows=rows, caption=caption, verdict=f"Chosen: {final.get('chosen')}, {final.get('verdict', '')}.")
 
 
 def _figures(frame, bests, chosen, default, limits, meta) -> list[dict]:
@@ -154,6 +181,9 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
             + (f" ({(change - 1) * 100:+.0f}%)." if math.isfinite(change) else "."))
         if not default["meets_constraints"]:
             lines.append("The default config meets the constraints at none of the concurrencies measured.")
+    final = meta.get("final_round") or {}
+    if final.get("verdict"):
+        lines.append(f"Margin: {final['verdict']}.")
     return dict(kind="ok", title=f"Best config: {chosen['config_id']}", subtitle=knob_summary(chosen), lines=lines)
 
 

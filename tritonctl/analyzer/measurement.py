@@ -108,6 +108,10 @@ class LevelResult:
     percentiles_us: dict[int, float]
     client_cpu_pct: float
     server: ServerStats | None
+    # How much the merged windows disagree, as a relative half-range ((max - min) / (max + min)):
+    # a repeat of the measurement is expected within about this much of the merged value.
+    throughput_spread: float = 0.0
+    p99_spread: float = 0.0
 
     @property
     def server_queue_us(self) -> float:
@@ -159,4 +163,14 @@ def merge_windows(windows: list[Window], batch_size: int, concurrency: int | Non
         percentiles_us={p: percentile_ns(latencies, p) / 1e3 for p in PERCENTILES},
         client_cpu_pct=100 * sum(w.client_cpu_s for w in windows) / duration if duration else 0.0,
         server=server,
+        throughput_spread=relative_spread([w.throughput for w in windows]),
+        p99_spread=relative_spread([w.latency_us(99) for w in windows]),
     )
+
+
+def relative_spread(values: list[float]) -> float:
+    """(max - min) / (max + min): the half-width of the values' range relative to its middle; 0 for
+    fewer than two values."""
+    if len(values) < 2 or max(values) <= 0:
+        return 0.0
+    return (max(values) - min(values)) / (max(values) + min(values))

@@ -34,13 +34,22 @@ class Point:
     error_count: int = 0
     measured_s: float = 0.0  # wall time the measurement took
     error: str = ""
+    # The relative half-range of throughput and p99 over the merged windows (measurement.relative_spread).
+    throughput_spread: float = 0.0
+    p99_spread: float = 0.0
+    repeat: int = 0  # 0: the concurrency sweep; 1, 2, ...: a re-measurement of the same point
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """What identifies a measurement in the checkpoint."""
+        return self.config_id, self.config_hash, self.concurrency, self.repeat
 
     @property
     def ok(self) -> bool:
         return not self.error
 
     @classmethod
-    def from_level(cls, candidate: Candidate, level, stage: str, measured_s: float) -> "Point":
+    def from_level(cls, candidate: Candidate, level, stage: str, measured_s: float, repeat: int = 0) -> "Point":
         """From perf's ``LevelResult``; latencies in ms, server numbers NaN when the server gave none."""
         server = level.server
         batch = server.inference_count / server.execution_count if server and server.execution_count else NAN
@@ -51,13 +60,14 @@ class Point:
             p99_ms=p[99] / 1e3, avg_ms=level.avg_latency_us / 1e3, avg_batch_size=batch,
             queue_us=level.server_queue_us if server else NAN, compute_us=level.server_compute_us if server else NAN,
             stable=level.stable, request_count=level.request_count, error_count=level.error_count,
-            measured_s=measured_s,
+            measured_s=measured_s, throughput_spread=level.throughput_spread, p99_spread=level.p99_spread,
+            repeat=repeat,
         )
 
     @classmethod
-    def failure(cls, candidate: Candidate, concurrency: int, stage: str, error: str) -> "Point":
+    def failure(cls, candidate: Candidate, concurrency: int, stage: str, error: str, repeat: int = 0) -> "Point":
         return cls(candidate.config_id, candidate.config_hash, candidate.knobs, candidate.is_default, concurrency,
-                   stage, error=error)
+                   stage, error=error, repeat=repeat)
 
     def to_record(self) -> dict:
         """A JSON-ready dict (NaN as null) for the checkpoint."""
@@ -70,7 +80,7 @@ class Point:
         values = dict(record)
         values["knobs"] = Knobs(**values["knobs"])
         for f in fields(cls):
-            if f.type == "float" and values.get(f.name) is None:
+            if f.type == "float" and f.name in values and values[f.name] is None:
                 values[f.name] = NAN
         return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
 

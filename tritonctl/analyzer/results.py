@@ -17,7 +17,8 @@ COLUMNS = (
     "concurrency", "throughput", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "avg_ms", "avg_batch_size", "queue_us",
     "compute_us", "meets_constraints", "objective", "is_default", "stage",
 )
-EXTRA_COLUMNS = ("dynamic_batching", "stable", "request_count", "error_count", "measured_s", "config_hash")
+EXTRA_COLUMNS = ("dynamic_batching", "stable", "request_count", "error_count", "measured_s", "config_hash", "repeat",
+                 "throughput_spread", "p99_spread")
 
 
 def points_frame(points: list[Point], objective: Objective, constraints: Constraints) -> "pandas.DataFrame":
@@ -39,11 +40,13 @@ def points_frame(points: list[Point], objective: Objective, constraints: Constra
             "objective": objective.value(p), "is_default": p.is_default, "stage": p.stage,
             "dynamic_batching": knobs.dynamic_batching, "stable": p.stable, "request_count": p.request_count,
             "error_count": p.error_count, "measured_s": p.measured_s, "config_hash": p.config_hash,
+            "repeat": p.repeat, "throughput_spread": p.throughput_spread, "p99_spread": p.p99_spread,
         })
     frame = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
     types = {"max_batch_size": "int64", "preferred_batch_size": "int64", "max_queue_delay_us": "int64",
              "instance_count": "int64", "concurrency": "int64", "meets_constraints": "bool", "is_default": "bool",
-             "dynamic_batching": "bool", "stable": "bool", "request_count": "int64", "error_count": "int64"}
+             "dynamic_batching": "bool", "stable": "bool", "request_count": "int64", "error_count": "int64",
+             "repeat": "int64", "throughput_spread": "float64", "p99_spread": "float64"}
     floats = [c for c in COLUMNS if c.endswith(("_ms", "_us", "_size")) and c not in types] + ["throughput",
                                                                                                "objective"]
     return frame.astype({**types, **{c: "float64" for c in floats}, "measured_s": "float64"})

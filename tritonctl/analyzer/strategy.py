@@ -1,62 +1,135 @@
-"""Search strategies: ``exhaustive`` measures every candidate; ``smart`` climbs the grid.
+"""Search strategies: ``exhaustive`` measures every candidate; ``smart`` climbs the grid. Both
+end with a final round that confirms the winner.
 
 ``smart`` follows Model Analyzer's quick search, with the queue delay as a dimension too:
 
 1. baseline: the default config, so every result can be compared with it;
-2. explore: from the middle of the space, a line search along each knob in order of effect
-   (instance count, max batch size, queue delay, then preferred size and kind): step to the
-   better neighbour and keep going in that direction while each step is better;
-3. refine: hill-climb from the best config over the neighbours in every knob until no neighbour
-   wins by more than noise.
+2. explore: from a start that batching can win from (the middle max batch size above 1 and the
+   middle queue delay above 0, one instance), a line search along every knob the space varies
+   (instance count, max batch size, queue delay, then preferred size and kind): walk the line both
+   ways while each value measures no worse than the best so far, then step to the best value;
+3. refine: hill-climb from the best config over the neighbours in every knob until none wins.
+
+Every comparison is noise-aware (``noise``): a step is taken only when its gain exceeds both
+configs' bands; within them, both are measured again, back to back, up to ``RECHECK_ROUNDS``
+times, and if they still cannot be told apart they are equivalent and the search stays where it
+is (both stay candidates for the final round, where the cheaper of equivalent configs wins).
+
+The final round (both strategies): the best ``FINALISTS`` configs are measured again head to head,
+interleaved, ``FINAL_ROUNDS`` times on the same server, and the winner is chosen from those numbers
+alone, with its margin over the runner-up and whether that margin is beyond noise.
 
 A config that meets the constraints beats one that does not; between two that miss them, the one
-closer to meeting them is better; between two that meet them, the objective decides, and for the
-hill climb only a gain larger than noise (3 %) counts.
-
-It never measures more than its budget (a quarter of the candidates by default) and records
-every decision, with the numbers it was made on.
+closer to meeting them is better. Smart never measures more than its budget of configs (by default
+a quarter of the candidates, and never fewer than it takes to cover every knob's line); when the
+budget runs out first it says which knobs it did not explore. Every decision is recorded with the
+numbers it was made on.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from tritonctl.analyzer.objective import NOISE, ConfigResult, Constraints, Objective, improves
+from tritonctl.analyzer.noise import EQUIVALENCE, Estimate, Paired, beats, cost, equivalent, estimate, paired
+from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective
+from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import Candidate, CandidateSet, Knobs
 
 Evaluate = Callable[[Candidate, str], ConfigResult]
+Sample = Callable[[Candidate, int, int, str], Point]  # candidate, concurrency, repeat (1, 2, ...), stage
 # Knobs in order of effect; the first three are ordered (a step is a neighbour), the others are sets.
 ORDERED = ("instance_count", "max_batch_size", "max_queue_delay_us")
 UNORDERED = ("preferred_batch_size", "instance_kind")
 LABELS = {"instance_count": "instance count", "max_batch_size": "max batch size",
           "max_queue_delay_us": "queue delay (us)", "preferred_batch_size": "preferred batch size",
           "instance_kind": "instance kind"}
-# A line search steps on any gain (gentle slopes add up over a few steps; each step only ever goes
-# up, so noise cannot make it wander); the hill climb moves only on a gain larger than noise.
-LINE_TOLERANCE = 0.0
 BUDGET_FRACTION = 0.25
 MIN_BUDGET = 3
+REFINE_ALLOWANCE = 2  # configs the default budget keeps beyond the knobs' lines, for the hill climb
+RECHECK_ROUNDS = 2  # most back-to-back re-measurements of two configs that cannot be told apart
+FINALISTS = 3
+FINAL_ROUNDS = 3  # head-to-head rounds of the finalists
+FINAL_EXTRA_ROUNDS = 2  # more rounds for finalists neither beaten by the leader nor equivalent to it
 
 
 class BudgetExhausted(Exception):
     """The smart search may not measure another config."""
 
 
+@dataclass
+class FinalRound:
+    """The finalists measured again head to head, and the choice made from those numbers."""
+
+    estimates: list[Estimate]  # each finalist's medians over the final rounds, best first
+    chosen: Estimate
+    runner_up: Estimate | None
+    rounds: int
+    versus: Paired | None = None  # the chosen config against the runner-up, round by round
+    equivalent: list[str] = field(default_factory=list)  # the leader and those equivalent to it (the cheapest won)
+
+    @property
+    def margin(self) -> float | None:
+        return self.versus.margin if self.versus is not None else None
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        if self.runner_up is None or self.versus is None:
+            return None
+        if self.chosen.tier != self.runner_up.tier:
+            return self.chosen.tier > self.runner_up.tier
+        return self.versus.beyond_noise and self.versus.ratio > 1.0
+
+    def verdict(self) -> str:
+        """The margin in words, for the summary and the config header."""
+        if self.runner_up is None or self.versus is None:
+            return "it was the only measured config meeting the constraints, so there was no runner-up"
+        head = (f"{self.margin:+.1%} against the runner-up {self.runner_up.config_id} (median of the per-round "
+                f"ratios over {self.versus.rounds} head-to-head rounds)")
+        if self.beyond_noise:
+            return f"{head}, beyond noise (+-{self.versus.band:.1%})"
+        if self.versus.equivalent:
+            cheaper = cost(self.chosen.knobs) < cost(self.runner_up.knobs)
+            return (f"{head}: equivalent (within {EQUIVALENCE:.0%}, noise +-{self.versus.band:.1%})"
+                    + (", and the cheaper config was chosen" if cheaper else ""))
+        return (f"{head}, not beyond noise (+-{self.versus.band:.1%}): the best median was chosen, but the "
+                "runner-up may be as good; longer windows (-p) tell them apart")
+
+    def as_dict(self) -> dict:
+        def entry(e: Estimate) -> dict:
+            p = e.point
+            return {"config_id": e.config_id, "concurrency": p.concurrency if p else None,
+                    "throughput": p.throughput if p else None, "p99_ms": p.p99_ms if p else None,
+                    "objective": e.value if e.tier == 2 else None, "meets_constraints": e.tier == 2,
+                    "spread": e.spread, "samples": len(e.samples),
+                    "throughputs": [s.throughput for s in e.samples]}
+
+        return {"rounds": self.rounds, "finalists": [entry(e) for e in self.estimates],
+                "chosen": self.chosen.config_id,
+                "runner_up": self.runner_up.config_id if self.runner_up is not None else None,
+                "margin": self.margin, "band": self.versus.band if self.versus is not None else None,
+                "beyond_noise": self.beyond_noise, "equivalent": list(self.equivalent), "verdict": self.verdict()}
+
+
 class Search:
-    """Measures candidates at most once each and keeps the decisions."""
+    """Measures candidates (each config's sweep at most once) and keeps the decisions."""
 
     def __init__(self, candidates: CandidateSet, evaluate: Evaluate, objective: Objective,
-                 constraints: Constraints, decide: Callable[[str], None] | None = None, budget: int | None = None):
+                 constraints: Constraints, decide: Callable[[str], None] | None = None, budget: int | None = None,
+                 sample: Sample | None = None):
         self.set = candidates
         self.evaluate = evaluate
+        self.sample = sample
         self.objective = objective
         self.constraints = constraints
         self.results: dict[str, ConfigResult] = {}
+        self.samples: dict[str, list[Point]] = {}  # re-measurements (repeat >= 1) by config id
         self.decisions: list[str] = []
         self._decide = decide or (lambda _text: None)
         self.budget = budget
+        self.by_id = {c.config_id: c for c in candidates.all}
+        self.unexplored: list[str] = []  # knobs whose line the budget did not cover
+        self.final: FinalRound | None = None
 
     def decide(self, text: str) -> None:
         self.decisions.append(text)
@@ -69,11 +142,68 @@ class Search:
             self.results[candidate.config_id] = self.evaluate(candidate, stage)
         return self.results[candidate.config_id]
 
-    def score(self, candidate: Candidate) -> tuple[int, float]:
-        return self.results[candidate.config_id].score(self.objective, self.constraints)
+    def anchor(self, candidate: Candidate) -> Point | None:
+        """The point a config is compared at: its best point, or the one closest to the constraints."""
+        result = self.results[candidate.config_id]
+        ok = [p for p in result.points if p.ok]
+        return result.best or (min(ok, key=self.constraints.violation) if ok else None)
+
+    def remeasure(self, candidate: Candidate, stage: str) -> None:
+        """One more measurement of the candidate at its anchor's concurrency."""
+        anchor = self.anchor(candidate)
+        if anchor is None or self.sample is None:
+            return
+        done = self.samples.setdefault(candidate.config_id, [])
+        done.append(self.sample(candidate, anchor.concurrency, len(done) + 1, stage))
+
+    def estimate(self, candidate: Candidate, final: bool = False) -> Estimate:
+        """The sweep's anchor point and its re-measurements; ``final``: the final round's only."""
+        anchor = self.anchor(candidate)
+        again = [p for p in self.samples.get(candidate.config_id, [])
+                 if anchor is not None and p.concurrency == anchor.concurrency and (p.stage == "final") == final]
+        samples = again if final else ([anchor] if anchor is not None else []) + again
+        return estimate(candidate.config_id, candidate.knobs, samples, self.objective, self.constraints)
+
+    def step(self, challenger: Candidate, incumbent: Candidate) -> tuple[Candidate | None, str]:
+        """Whether the search steps from ``incumbent`` to ``challenger``: only on a win beyond noise, so
+        a challenger that measured no better is not measured again."""
+        ec, ei = self.estimate(challenger), self.estimate(incumbent)
+        if ec.score <= ei.score:
+            return None, f"{challenger.config_id} measured no better than {incumbent.config_id}"
+        return self.compare(challenger, incumbent)
+
+    def compare(self, a: Candidate, b: Candidate, stage: str = "recheck") -> tuple[Candidate | None, str]:
+        """The better of two measured candidates and why, or None when they are equivalent.
+
+        One wins when its estimate beats the other's beyond noise. Otherwise, unless they are already
+        equivalent, both are measured again, back to back, up to RECHECK_ROUNDS times; after each
+        round the estimates are compared again, and so are the back-to-back pairs round by round (a
+        load that slows both cancels). Equivalent or still undecided, neither wins."""
+        pairs: list[tuple[Point, Point]] = []
+        for round_number in range(RECHECK_ROUNDS + 1):
+            ea, eb = self.estimate(a), self.estimate(b)
+            versus = paired([x for x, _ in pairs], [y for _, y in pairs], self.objective)
+            for x, ex, y, ey, ratio in ((a, ea, b, eb, versus.ratio), (b, eb, a, ea, 1.0 / versus.ratio)):
+                if beats(ex, ey) or (ex.tier == ey.tier == 2 and versus.beyond_noise and ratio > 1.0):
+                    again = (f" after {round_number} re-measurement round{'s' * (round_number != 1)}"
+                             if round_number else "")
+                    return x, f"{x.config_id} beats {y.config_id} beyond noise{again}"
+            if (equivalent(ea, eb) or versus.equivalent) or round_number == RECHECK_ROUNDS or self.sample is None:
+                break
+            first, second = (a, b) if round_number % 2 == 0 else (b, a)
+            self.remeasure(first, stage)
+            self.remeasure(second, stage)
+            pairs.append((self.samples[a.config_id][-1], self.samples[b.config_id][-1]))
+        ea, eb = self.estimate(a), self.estimate(b)
+        versus = paired([x for x, _ in pairs], [y for _, y in pairs], self.objective)
+        numbers = f"{ea.describe()} vs {eb.describe()}"
+        if equivalent(ea, eb) or versus.equivalent:
+            return None, f"{a.config_id} and {b.config_id} are equivalent (within {EQUIVALENCE:.0%}: {numbers})"
+        return None, (f"{a.config_id} and {b.config_id} cannot be told apart after {len(pairs)} re-measurement "
+                      f"rounds ({numbers}); no step")
 
     def summary(self, candidate: Candidate) -> str:
-        return f"{candidate.config_id} ({self.results[candidate.config_id].describe(self.objective, self.constraints)})"
+        return f"{candidate.config_id} ({self.estimate(candidate).describe()})"
 
     def baseline(self) -> None:
         default = self.set.default
@@ -84,16 +214,86 @@ class Search:
 
 
 def run_exhaustive(search: Search) -> None:
-    """The default config, then every candidate in grid order."""
+    """The default config, every candidate in grid order, then the final round."""
     search.baseline()
     for candidate in search.set.candidates:
         search.measure(candidate, "exhaustive")
     search.decide(f"exhaustive: measured all {len(search.results)} configs")
+    final_round(search)
 
 
-def smart_budget(total: int, budget: int | None = None) -> int:
-    """The most configs smart may measure: a quarter of the candidates (at least 3) unless given."""
-    return budget if budget is not None else max(MIN_BUDGET, math.floor(total * BUDGET_FRACTION))
+def knob_values(candidates: list[Candidate]) -> dict[str, list]:
+    """The values each knob takes over the candidates (ordered knobs sorted)."""
+    values: dict[str, list] = {}
+    for dim in ORDERED + UNORDERED:
+        seen = list(dict.fromkeys(getattr(c.knobs, dim) for c in candidates))
+        values[dim] = sorted(seen) if dim != "instance_kind" else seen
+    return values
+
+
+def smart_budget(candidates: CandidateSet, budget: int | None = None) -> int:
+    """The most configs smart may measure: unless given, a quarter of the candidates, but never
+    fewer than the baseline, the start, every knob's whole line and REFINE_ALLOWANCE more."""
+    if budget is not None:
+        return budget
+    lines = 2 + sum(len(v) - 1 for v in knob_values(candidates.candidates).values()) + REFINE_ALLOWANCE
+    total = len(candidates.all)
+    return min(total, max(MIN_BUDGET, int(total * BUDGET_FRACTION), lines))
+
+
+def final_round(search: Search) -> None:
+    """Measure the best FINALISTS configs again, interleaved, and choose from those numbers."""
+    passing = [search.by_id[i] for i, r in search.results.items() if r.best is not None]
+    if not passing:
+        search.decide("final round: no measured config meets the constraints; nothing to choose")
+        return
+    ranked = sorted(passing, key=lambda c: search.estimate(c).score, reverse=True)
+    finalists = ranked[:FINALISTS]
+    if len(finalists) == 1 or search.sample is None:
+        only = search.estimate(finalists[0])
+        search.final = FinalRound([only], only, None, 0)
+        search.decide(f"final round: {finalists[0].config_id} is the only measured config meeting the "
+                      "constraints; chosen without a runner-up")
+        return
+
+    def rounds_of(e: Estimate) -> list[Point]:
+        return [p for p in search.samples.get(e.config_id, []) if p.stage == "final"]
+
+    def versus(a: Estimate, b: Estimate) -> Paired:
+        return paired(rounds_of(a), rounds_of(b), search.objective)
+
+    def beaten(a: Estimate, b: Estimate) -> bool:  # a beats b beyond noise
+        if a.tier != b.tier:
+            return a.tier > b.tier
+        head = versus(a, b)
+        return head.beyond_noise and head.ratio > 1.0
+
+    def same(a: Estimate, b: Estimate) -> bool:
+        return a.tier == b.tier == 2 and versus(a, b).equivalent
+
+    rounds, group = 0, list(finalists)
+    while True:
+        for candidate in group[rounds % len(group):] + group[:rounds % len(group)]:  # rotate who goes first
+            search.remeasure(candidate, "final")
+        rounds += 1
+        estimates = sorted((search.estimate(c, final=True) for c in finalists), key=lambda e: e.score, reverse=True)
+        leader = estimates[0]
+        undecided = [e for e in estimates[1:] if not beaten(leader, e) and not same(leader, e)]
+        if rounds < FINAL_ROUNDS:
+            continue
+        if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS:
+            break
+        group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
+    equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
+    chosen = min(equal, key=lambda e: cost(e.knobs))
+    runner_up = next(e for e in estimates if e is not chosen)
+    final = FinalRound(estimates, chosen, runner_up, rounds, versus(chosen, runner_up),
+                       [e.config_id for e in equal] if len(equal) > 1 else [])
+    search.final = final
+    standings = "; ".join(f"{e.config_id} {e.describe()}" for e in estimates)
+    search.decide(f"final round: {', '.join(c.config_id for c in finalists)} measured again head to head, "
+                  f"interleaved, {rounds} rounds: {standings}")
+    search.decide(f"chosen: {chosen.config_id}, {final.verdict()}")
 
 
 class SmartSearch:
@@ -103,38 +303,46 @@ class SmartSearch:
         self.search = search
         candidates = search.set.candidates
         self.lookup: dict[Knobs, Candidate] = {c.knobs: c for c in candidates}
-        self.values: dict[str, list] = {}
-        for dim in ORDERED + UNORDERED:
-            seen = list(dict.fromkeys(getattr(c.knobs, dim) for c in candidates))
-            self.values[dim] = sorted(seen) if dim != "instance_kind" else seen
+        self.values = knob_values(candidates)
         self.position = self._start()
 
     def run(self) -> None:
         search = self.search
+        pending = [dim for dim in ORDERED + UNORDERED if len(self.values[dim]) > 1]
         try:
             search.baseline()
             start = self.at(self.position)
             search.measure(start, "explore")
-            search.decide(f"explore: start in the middle of the space at {search.summary(start)}")
-            for dim in ORDERED + UNORDERED:
-                if len(self.values[dim]) > 1:
-                    self._line_search(dim)
+            search.decide(f"explore: start at {search.summary(start)}, the middle of the space with batching on")
+            for dim in list(pending):
+                self._line_search(dim)
+                pending.remove(dim)
             self._refine()
         except BudgetExhausted:
-            search.decide(f"stopped: the budget of {search.budget} measured configs is used up "
+            search.unexplored = [LABELS[dim] for dim in pending]
+            missed = (f"; the line search did not cover: {', '.join(search.unexplored)}" if pending
+                      else "; every knob's line was covered, the hill climb was cut short")
+            search.decide(f"stopped: the budget of {search.budget} measured configs is used up{missed} "
                           "(raise it with --budget)")
+        final_round(search)
 
     # --- grid ----------------------------------------------------------------------------
     def _start(self) -> Knobs:
-        """The middle value of each ordered knob, the first of the others (no preferred size)."""
-        middle = {dim: values[(len(values) - 1) // 2] for dim, values in self.values.items()}
-        middle["instance_count"] = self.values["instance_count"][0]
-        middle["preferred_batch_size"] = self.values["preferred_batch_size"][0]
+        """A start that batching can win from: the middle max batch size above 1 and the middle
+        queue delay above 0 (when the space has such values), the fewest instances, the model's instance kind, no preferred size."""
+
+        def middle(values: list, above):
+            larger = [v for v in values if v > above] or values
+            return larger[(len(larger) - 1) // 2]
+
+        position = {dim: values[0] for dim, values in self.values.items()}
+        position["max_batch_size"] = middle(self.values["max_batch_size"], 1)
+        position["max_queue_delay_us"] = middle(self.values["max_queue_delay_us"], 0)
         default = self.search.set.default.knobs
         kinds = self.values["instance_kind"]
-        middle["instance_kind"] = default.instance_kind if default.instance_kind in kinds else kinds[0]
+        position["instance_kind"] = default.instance_kind if default.instance_kind in kinds else kinds[0]
         some = next(iter(self.lookup))
-        return self._nearest(Knobs(**{**middle, "dynamic_batching": some.dynamic_batching}))
+        return self._nearest(Knobs(**{**position, "dynamic_batching": some.dynamic_batching}))
 
     def _nearest(self, position: Knobs) -> Knobs:
         """The position itself when it is a candidate, else the candidate fewest grid steps away."""
@@ -165,51 +373,54 @@ class SmartSearch:
         return replace(position, **{dim: values[index]})
 
     # --- explore ---------------------------------------------------------------------------
-    def _better(self, a: Candidate, b: Candidate, tolerance: float = NOISE) -> bool:
-        return improves(self.search.score(a), self.search.score(b), tolerance)
-
     def _line_search(self, dim: str) -> None:
+        """Walk the knob's line both ways from the current config while each value measures no worse
+        (beyond noise) than the best one so far, so a plateau does not stop the walk; then step to the
+        best value on the line only if it beats the current config beyond noise."""
         search, label = self.search, LABELS[dim]
         home = self.at(self.position)
+        best, walked = home, []
         if dim in UNORDERED:
-            options = [replace(self.position, **{dim: v}) for v in self.values[dim]]
+            lines = [[replace(self.position, **{dim: v}) for v in self.values[dim]]]
         else:
-            options = [p for p in (self._step(self.position, dim, -1), self._step(self.position, dim, 1)) if p]
-        best_position, best = self.position, home
-        for option in options:
-            candidate = self.at(option)
-            if candidate is None or candidate is home:
-                continue
-            search.measure(candidate, "explore")
-            if self._better(candidate, best, LINE_TOLERANCE):
-                best_position, best = option, candidate
+            lines = []
+            for direction in (-1, 1):
+                line, position = [], self.position
+                while (position := self._step(position, dim, direction)) is not None:
+                    line.append(position)
+                lines.append(line)
+        for line in lines:
+            for position in line:
+                candidate = self.at(position)
+                if candidate is None or candidate is home or candidate in walked:
+                    continue
+                search.measure(candidate, "explore")
+                walked.append(candidate)
+                if beats(search.estimate(best), search.estimate(candidate)):
+                    break  # clearly worse: further along this way is not worth measuring
+                if search.estimate(candidate).score > search.estimate(best).score:
+                    best = candidate
+        tried = ", ".join(str(getattr(c.knobs, dim)) for c in walked)
         if best is home:
-            tried = ", ".join(str(getattr(o, dim)) for o in options if self.at(o) not in (None, home))
-            verdict = f"tried {tried}, none better" if tried else "no other value applies here"
+            verdict = f"tried {tried}, none measured better" if walked else "no other value applies here"
             search.decide(f"explore {label}: keep {getattr(self.position, dim)} - {search.summary(home)}; {verdict}")
             return
-        direction = 0 if dim in UNORDERED else (1 if getattr(best_position, dim) > getattr(self.position, dim) else -1)
-        path = [getattr(best_position, dim)]
-        while direction:
-            following = self._step(best_position, dim, direction)
-            candidate = self.at(following) if following else None
-            if candidate is None:
-                break
-            search.measure(candidate, "explore")
-            if not self._better(candidate, best, LINE_TOLERANCE):
-                break
-            best_position, best = following, candidate
-            path.append(getattr(following, dim))
-        search.decide(f"explore {label}: {getattr(self.position, dim)} -> {' -> '.join(map(str, path))}, "
-                      f"each step a win; now {search.summary(best)}")
+        winner, why = search.step(best, home)
+        if winner is not best:
+            search.decide(f"explore {label}: keep {getattr(self.position, dim)} - {search.summary(home)}; tried "
+                          f"{tried}; the best of them does not win: {why}")
+            return
+        search.decide(f"explore {label}: {getattr(self.position, dim)} -> {getattr(best.knobs, dim)} (tried {tried}); "
+                      f"now {search.summary(best)}: {why}")
         self.position = best.knobs  # a batch of 1 has no delay: moving on from it starts at the lowest
 
     # --- refine ----------------------------------------------------------------------------
     def _refine(self) -> None:
         search = self.search
+        visited = {self.at(self.position).config_id}
         while True:
             home = self.at(self.position)
-            neighbours: list[tuple[Knobs, Candidate]] = []
+            neighbours: list[Candidate] = []
             for dim in ORDERED + UNORDERED:
                 if dim in UNORDERED:
                     steps = [replace(self.position, **{dim: v}) for v in self.values[dim]]
@@ -218,18 +429,22 @@ class SmartSearch:
                 for position in steps:
                     candidate = self.at(position)
                     if candidate is not None and candidate is not home and \
-                            all(candidate is not c for _, c in neighbours):
-                        neighbours.append((position, candidate))
-            fresh = [c.config_id for _, c in neighbours if c.config_id not in search.results]
-            for _, candidate in neighbours:
+                            all(candidate is not c for c in neighbours):
+                        neighbours.append(candidate)
+            fresh = [c.config_id for c in neighbours if c.config_id not in search.results]
+            for candidate in neighbours:
                 search.measure(candidate, "refine")
-            winner = max(neighbours, key=lambda pc: search.score(pc[1]), default=None)
-            if winner is None or not self._better(winner[1], home):
-                search.decide(f"refine: no neighbour of {home.config_id} wins by more than {NOISE:.0%} "
-                              f"({len(fresh)} newly measured); done at {search.summary(home)}")
+            ranked = sorted(neighbours, key=lambda c: search.estimate(c).score, reverse=True)
+            challenger = next((c for c in ranked if c.config_id not in visited), None)
+            winner, why = (search.step(challenger, home) if challenger is not None
+                           else (None, "no neighbour left to try"))
+            if winner is not challenger:
+                search.decide(f"refine: no neighbour of {home.config_id} wins ({len(fresh)} newly measured; {why}); "
+                              f"done at {search.summary(home)}")
                 return
-            search.decide(f"refine: move to {search.summary(winner[1])}, better than {home.config_id}")
-            self.position = winner[1].knobs
+            search.decide(f"refine: move to {search.summary(winner)}: {why}")
+            visited.add(winner.config_id)
+            self.position = winner.knobs
 
 
 def run_smart(search: Search) -> None:

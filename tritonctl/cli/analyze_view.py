@@ -79,9 +79,16 @@ def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, e
             out.print(f"[bold]Default:[/bold] {default.best.describe()} "
                       f"(best/default throughput x{tp:.2f}, p99 {result.best.best.p99_ms:.2f} vs "
                       f"{default.best.p99_ms:.2f} ms)")
+        final = meta.get("final_round")
+        if final and final.get("runner_up"):
+            out.print(f"[bold]Margin:[/bold] {final['verdict']}.", soft_wrap=True)
     elif not result.interrupted:
         err.print(f"[red]No config met the constraints[/red] ({options.constraints.describe()}); "
                   "see the table for the closest ones, or relax --max-p99-ms / --min-throughput.")
+    if meta.get("unexplored_knobs"):
+        err.print(f"[yellow]warning:[/yellow] the budget of {meta.get('budget')} configs ran out before "
+                  f"the search explored: {', '.join(meta['unexplored_knobs'])}; raise --budget to cover them.",
+                  soft_wrap=True)
     unstable = int((~result.frame["stable"]).sum()) if len(result.frame) else 0
     if unstable:
         err.print(f"[yellow]note:[/yellow] {unstable} of {len(result.frame)} points did not reach a stable "

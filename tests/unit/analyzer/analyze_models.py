@@ -25,3 +25,42 @@ def fixed_batch_model(repo: Path, name: str = "fixed") -> Path:
     model_dir = repo / name
     add_sub_onnx(model_dir / "1" / "model.onnx", batch=False)
     return model_dir
+
+
+MLP_CONFIG = """name: "mlp"
+backend: "onnxruntime"
+max_batch_size: 32
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+
+def mlp_model(repo: Path, name: str = "mlp") -> Path:
+    """The 256-1024-1024-256 MLP (Gemm+Relu, Gemm+Relu, Gemm; seeded random weights) with one CPU
+    instance and no dynamic batcher: every request runs alone, though batching pays about 4x here."""
+    import numpy as np
+    from onnx import TensorProto, checker, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    dims = [256, 1024, 1024, 256]
+    weights, nodes, x = [], [], "INPUT0"
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        weights += [numpy_helper.from_array((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32), f"W{i}"),
+                    numpy_helper.from_array((rng.standard_normal(b) * 0.01).astype(np.float32), f"B{i}")]
+        last = i == len(dims) - 2
+        gemm = "OUTPUT0" if last else f"g{i}"
+        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"B{i}"], [gemm]))
+        if not last:
+            nodes.append(helper.make_node("Relu", [gemm], [f"h{i}"]))
+            x = f"h{i}"
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 256])],
+                              [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 256])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    checker.check_model(model)
+    model_dir = repo / name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    save(model, str(model_dir / "1" / "model.onnx"))
+    (model_dir / "config.pbtxt").write_text(MLP_CONFIG.replace('"mlp"', f'"{name}"'))
+    return model_dir

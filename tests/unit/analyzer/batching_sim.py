@@ -28,8 +28,8 @@ class SimulatedServer:
     noise: float = 0.02
     seed: int = 0
 
-    def measure(self, knobs: Knobs, concurrency: int) -> tuple[float, float]:
-        """(throughput infer/s, p99 ms)."""
+    def measure(self, knobs: Knobs, concurrency: int, repeat: int = 0) -> tuple[float, float]:
+        """(throughput infer/s, p99 ms); each ``repeat`` of a measurement draws its own noise."""
         size, count, delay = max(knobs.max_batch_size, 1), knobs.instance_count, knobs.max_queue_delay_us
         per_instance = concurrency / count
         fill = min(1.0, 0.5 + 0.5 * min(1.0, delay / 1000.0) + (0.2 if knobs.preferred_batch_size else 0.0))
@@ -40,14 +40,26 @@ class SimulatedServer:
                          concurrency / (self.overhead_ms + run_ms + waiting) * 1000.0,
                          4000.0 / self.overhead_ms)
         p99 = concurrency / throughput * 1000.0 * (1.4 + 0.08 * math.log2(concurrency)) + waiting
-        rng = random.Random(f"{self.seed}-{knobs}-{concurrency}")
+        rng = random.Random(f"{self.seed}-{knobs}-{concurrency}-{repeat}")
         return throughput * math.exp(rng.gauss(0, self.noise)), p99 * math.exp(rng.gauss(0, self.noise))
 
-    def point(self, candidate: Candidate, concurrency: int, stage: str) -> Point:
-        throughput, p99 = self.measure(candidate.knobs, concurrency)
+    def point(self, candidate: Candidate, concurrency: int, stage: str, repeat: int = 0) -> Point:
+        """A measured point; its windows' spread is the noise level (as perf's stability windows show it)."""
+        throughput, p99 = self.measure(candidate.knobs, concurrency, repeat)
         return Point(candidate.config_id, candidate.config_hash, candidate.knobs, candidate.is_default, concurrency,
                      stage, throughput=throughput, p50_ms=p99 / 2, p90_ms=p99 * 0.8, p95_ms=p99 * 0.9, p99_ms=p99,
-                     avg_ms=p99 / 2, stable=True)
+                     avg_ms=p99 / 2, stable=True, throughput_spread=self.noise, p99_spread=self.noise,
+                     repeat=repeat)
+
+    def sampler(self, measured: list | None = None):
+        """A ``Sample`` for the strategies: one more measurement of a point."""
+
+        def sample(candidate: Candidate, concurrency: int, repeat: int, stage: str) -> Point:
+            if measured is not None:
+                measured.append((candidate.config_id, concurrency))
+            return self.point(candidate, concurrency, stage, repeat)
+
+        return sample
 
     def evaluator(self, levels: tuple[int, ...], objective: Objective, constraints: Constraints,
                   measured: list | None = None):
