@@ -17,7 +17,10 @@ is (both stay candidates for the final round, where the cheaper of equivalent co
 
 The final round (both strategies): the best ``FINALISTS`` configs are measured again head to head,
 interleaved, ``FINAL_ROUNDS`` times on the same server, and the winner is chosen from those numbers
-alone, with its margin over the runner-up and whether that margin is beyond noise.
+alone: the leader is the finalist whose worst round-by-round ratio against the others is the
+highest; finalists neither beaten by it beyond noise nor equivalent to it get more rounds; the
+cheapest of the leader and the finalists equivalent to it wins. Its margin over the runner-up
+(the closest competitor) is stated, and whether it is beyond noise.
 
 A config that meets the constraints beats one that does not; between two that miss them, the one
 closer to meeting them is better. Smart never measures more than its budget of configs (by default
@@ -61,7 +64,7 @@ class BudgetExhausted(Exception):
 class FinalRound:
     """The finalists measured again head to head, and the choice made from those numbers."""
 
-    estimates: list[Estimate]  # each finalist's medians over the final rounds, best first
+    estimates: list[Estimate]  # each finalist's medians over the final rounds, best head-to-head record first
     chosen: Estimate
     runner_up: Estimate | None
     rounds: int
@@ -92,8 +95,8 @@ class FinalRound:
             cheaper = cost(self.chosen.knobs) < cost(self.runner_up.knobs)
             return (f"{head}: equivalent (within {EQUIVALENCE:.0%}, noise +-{self.versus.band:.1%})"
                     + (", and the cheaper config was chosen" if cheaper else ""))
-        return (f"{head}, not beyond noise (+-{self.versus.band:.1%}): the best median was chosen, but the "
-                "runner-up may be as good; longer windows (-p) tell them apart")
+        return (f"{head}, not beyond noise (+-{self.versus.band:.1%}): the runner-up may be as good; longer "
+                "windows (-p) tell them apart")
 
     def as_dict(self) -> dict:
         def entry(e: Estimate) -> dict:
@@ -173,7 +176,7 @@ class Search:
         return self.compare(challenger, incumbent)
 
     def compare(self, a: Candidate, b: Candidate, stage: str = "recheck") -> tuple[Candidate | None, str]:
-        """The better of two measured candidates and why, or None when they are equivalent.
+        """The better of two measured candidates and why, or None when neither wins.
 
         One wins when its estimate beats the other's beyond noise. Otherwise, unless they are already
         equivalent, both are measured again, back to back, up to RECHECK_ROUNDS times; after each
@@ -271,12 +274,17 @@ def final_round(search: Search) -> None:
     def same(a: Estimate, b: Estimate) -> bool:
         return a.tier == b.tier == 2 and versus(a, b).equivalent
 
+    def standing(e: Estimate, among: list[Estimate]) -> tuple[int, float]:
+        """Meeting the constraints first, then the worst head-to-head ratio against the others."""
+        return e.tier, min(versus(e, o).ratio for o in among if o is not e)
+
     rounds, group = 0, list(finalists)
     while True:
         for candidate in group[rounds % len(group):] + group[:rounds % len(group)]:  # rotate who goes first
             search.remeasure(candidate, "final")
         rounds += 1
-        estimates = sorted((search.estimate(c, final=True) for c in finalists), key=lambda e: e.score, reverse=True)
+        measured = [search.estimate(c, final=True) for c in finalists]
+        estimates = sorted(measured, key=lambda e: standing(e, measured), reverse=True)
         leader = estimates[0]
         undecided = [e for e in estimates[1:] if not beaten(leader, e) and not same(leader, e)]
         if rounds < FINAL_ROUNDS:
@@ -286,7 +294,9 @@ def final_round(search: Search) -> None:
         group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
     equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
     chosen = min(equal, key=lambda e: cost(e.knobs))
-    runner_up = next(e for e in estimates if e is not chosen)
+    # The runner-up is the closest competitor: the smallest head-to-head margin of the chosen config.
+    runner_up = min((e for e in estimates if e is not chosen),
+                    key=lambda e: (e.tier != chosen.tier, versus(chosen, e).ratio))
     final = FinalRound(estimates, chosen, runner_up, rounds, versus(chosen, runner_up),
                        [e.config_id for e in equal] if len(equal) > 1 else [])
     search.final = final
@@ -313,7 +323,8 @@ class SmartSearch:
             search.baseline()
             start = self.at(self.position)
             search.measure(start, "explore")
-            search.decide(f"explore: start at {search.summary(start)}, the middle of the space with batching on")
+            batching = ", with batching on" if start.knobs.max_batch_size > 1 else ""
+            search.decide(f"explore: start at {search.summary(start)}, the middle of the space{batching}")
             for dim in list(pending):
                 self._line_search(dim)
                 pending.remove(dim)

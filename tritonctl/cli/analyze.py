@@ -52,8 +52,10 @@ def analyze(
     repository: Path = typer.Argument(..., help="The model repository."),
     model: str = typer.Option(..., "-m", "--model", help="The model to tune."),
     output_dir: Path = typer.Option(None, "-o", "--output-dir", help="Where results go (default ./analyze-MODEL)."),
-    strategy: Strategy = typer.Option(Strategy.smart, "--strategy", help="smart (a quarter of the candidates at "
-                                                                         "most) or exhaustive (all of them)."),
+    strategy: Strategy = typer.Option(Strategy.smart, "--strategy", help="smart (noise-aware line searches "
+                                                                         "within a budget) or exhaustive (all "
+                                                                         "candidates); both confirm the best "
+                                                                         "three head to head."),
     objective: str = typer.Option("throughput", "--objective", help="throughput, latency (p99) or weighted[:W] "
                                                                     "(W = weight of throughput, 0..1)."),
     max_p99_ms: float = typer.Option(None, "--max-p99-ms", help="Constraint: p99 latency at most this (ms)."),
@@ -71,8 +73,9 @@ def analyze(
                                                    "list such as none,4,8 (default none)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Concurrency sweep: START:END (powers of two) or "
                                                                 "a list (default 1:256)."),
-    budget: int = typer.Option(None, "--budget", help="smart: the most configs to measure "
-                                                      "(default a quarter of the candidates)."),
+    budget: int = typer.Option(None, "--budget", help="smart: the most configs to measure (default a quarter "
+                                                      "of the candidates, at least enough for every knob's "
+                                                      "line)."),
     engine: EngineKind = typer.Option(None, "--engine", help="subprocess (default), inprocess, url or triton."),
     url: str = typer.Option(None, "-u", "--url", help="A running server in explicit model-control mode "
                                                       "(implies --engine url)."),

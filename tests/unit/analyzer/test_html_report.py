@@ -218,6 +218,32 @@ def test_verdict_states_the_best_config_and_its_gain_over_the_default(tmp_path, 
     assert page.text("decisions").startswith("baseline: measured the default config")
 
 
+def test_final_round_has_its_own_table_and_re_measurements_stay_out_of_the_plots(tmp_path, run):
+    frame, meta = run
+    best = best_point(frame, meta["best_config_id"])
+    again = frame[frame["config_id"] == meta["best_config_id"]].head(1).assign(stage="final", throughput=1e9)
+    final = {"rounds": 3, "chosen": meta["best_config_id"], "runner_up": "b8-d0-i1-cpu", "margin": 0.12,
+             "band": 0.05, "beyond_noise": True, "equivalent": [],
+             "verdict": "+12.0% against the runner-up b8-d0-i1-cpu (median of the per-round ratios over 3 "
+                        "head-to-head rounds), beyond noise (+-5.0%)",
+             "finalists": [{"config_id": meta["best_config_id"], "concurrency": 8, "throughput": 2500.0,
+                            "p99_ms": 4.5, "spread": 0.031, "samples": 3, "throughputs": [2400.0, 2500.0, 2600.0]},
+                           {"config_id": "b8-d0-i1-cpu", "concurrency": 8, "throughput": 2230.0, "p99_ms": 5.0,
+                            "spread": 0.02, "samples": 3, "throughputs": [2200.0, 2230.0, 2300.0]}]}
+    page = write(tmp_path, pd.concat([frame, again]), {**meta, "final_round": final,
+                                                       "unexplored_knobs": ["queue delay (us)"]})[2]
+    text = page.text("final-round")
+    assert "3 rounds on the same server" in text and "2,400, 2,500, 2,600" in text and "±3.1%" in text
+    assert page.text("final-verdict") == f"Chosen: {meta['best_config_id']}, {final['verdict']}."
+    assert f"Margin: {final['verdict']}." in page.text("verdict")
+    assert "queue delay (us)" in page.text("unexplored") and "--budget" in page.text("unexplored")
+    # The re-measurement (an absurd 1e9 infer/s) is in neither the configs table nor the plots.
+    table = [r for r in page.rows if r["sort_keys"][0] is not None and len(r["cells"]) > 6]
+    assert max(float(r["sort_keys"][5]) for r in table) == pytest.approx(frame["throughput"].max())
+    assert best["throughput"] < 1e9 and 1e9 not in values(page.islands["plot-pareto"]["data"][0]["x"]) + values(
+        page.islands["plot-pareto"]["data"][0]["y"])
+
+
 def test_table_lists_each_config_once_best_first(tmp_path, run):
     frame, meta = run
     rows = write(tmp_path, frame, meta)[2].rows

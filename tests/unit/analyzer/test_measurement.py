@@ -65,6 +65,15 @@ def test_merge_windows_combines_requests_time_and_server_stats():
     assert merged.server_compute_us == pytest.approx(1000)
     row = merged.as_dict()
     assert row["windows"] == 5 and row["server_request_count"] == 400 and row["p99_latency_us"] == 4000
+    # The windows' spread, as a relative half-range: 100 and 300 requests/s are 200 +- 50 %.
+    assert merged.throughput_spread == pytest.approx(0.5) and merged.p99_spread == pytest.approx(2000 / 6000)
+
+
+def test_one_window_or_identical_windows_have_no_spread():
+    from tritonctl.analyzer.measurement import relative_spread
+
+    assert relative_spread([]) == relative_spread([5.0]) == relative_spread([3.0, 3.0, 3.0]) == 0.0
+    assert relative_spread([90.0, 110.0, 100.0]) == pytest.approx(0.1)
 
 
 def test_server_stats_arithmetic():

@@ -84,7 +84,7 @@ def test_decisions_say_what_was_measured_and_why(candidates):
     search, _, _ = run(run_smart, candidates, SERVERS["small"], Objective(), Constraints())
     decisions = search.decisions
     assert decisions[0].startswith("baseline: the default config b4-d0-i2-cpu (")
-    assert decisions[1].startswith("explore: start at b8-d500-i1-cpu (") and "with batching on" in decisions[1]
+    assert decisions[1].startswith("explore: start at b8-d500-i1-cpu (") and ", with batching on" in decisions[1]
     for knob in ("instance count", "max batch size", "queue delay (us)"):
         assert any(d.startswith(f"explore {knob}: ") for d in decisions), knob
     assert any(d.startswith("refine: no neighbour of ") for d in decisions)

@@ -103,6 +103,35 @@ def test_checkpoint_round_trip_and_resume(tmp_path):
     assert read(tmp_path / CHECKPOINT_NAME)[1] == []
 
 
+def test_re_measurements_of_a_point_are_kept_apart_by_their_repeat_number(tmp_path):
+    checkpoint = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
+    for repeat, throughput in ((0, 10.0), (1, 12.0), (2, 9.0)):
+        checkpoint.record(Point("a", "h", Knobs(8), False, 16, "final" if repeat else "explore", throughput=throughput,
+                                p99_ms=1.0, throughput_spread=0.04, repeat=repeat))
+    checkpoint.close()
+    resumed = Checkpoint.open(tmp_path, SETTINGS, resume=True, overwrite=False)
+    assert [resumed.lookup("a", "h", 16, r).throughput for r in (0, 1, 2)] == [10.0, 12.0, 9.0]
+    assert resumed.lookup("a", "h", 16).repeat == 0 and resumed.lookup("a", "h", 16, 3) is None
+    assert resumed.lookup("a", "h", 16, 1).throughput_spread == 0.04
+    resumed.close()
+
+
+def test_a_checkpoint_written_before_spreads_and_repeats_still_resumes(tmp_path):
+    checkpoint = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
+    checkpoint.record(Point("a", "h", Knobs(8), False, 4, "explore", throughput=5.0, p99_ms=1.0))
+    checkpoint.close()
+    path = tmp_path / CHECKPOINT_NAME
+    old = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        for key in ("repeat", "throughput_spread", "p99_spread"):
+            record.pop(key, None)
+        old.append(json.dumps(record))
+    path.write_text("\n".join(old) + "\n")
+    point = Checkpoint.open(tmp_path, SETTINGS, resume=True, overwrite=False).lookup("a", "h", 4)
+    assert point.repeat == 0 and point.throughput_spread == 0.0 and point.throughput == 5.0
+
+
 def test_a_line_cut_off_by_a_kill_is_dropped(tmp_path):
     checkpoint = Checkpoint.open(tmp_path, SETTINGS, resume=False, overwrite=False)
     checkpoint.record(Point("a", "h", Knobs(8), False, 1, "explore", throughput=5.0, p99_ms=1.0))
