@@ -2,8 +2,11 @@
 
 Over the 18-config space of the issue (max batch 1, 8, 32 x queue delay 0, 500, 2000 us x 1 or 2
 instances, concurrency 16), a single noisy measurement once made smart keep max_batch_size 1. It
-must choose a batched config; its noise-aware steps and the final head-to-head round make that
-hold on a loaded 2-core machine. Windows are short (300 ms) to keep the run near a minute.
+must choose a batched config; its noise-aware steps (a step only on a win beyond noise, from a
+batched start) and the final head-to-head round make that hold on a loaded 2-core machine.
+Windows are short (300 ms) to keep the run near a minute. The load goes over gRPC, whose C++
+transport leaves the server more of the CPU per request than HTTP, so batching's gain stands out
+of the noise better when other processes share the cores.
 """
 
 from __future__ import annotations

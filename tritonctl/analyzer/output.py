@@ -30,10 +30,12 @@ def config_header(best: ConfigResult, default: ConfigResult | None, meta: dict) 
         f"Measured as {best.config_id}: {point.describe()}, p50 {point.p50_ms:.2f} ms.",
     ]
     final = meta.get("final_round")
-    if final:
+    if final and final["rounds"]:
         chosen = next(f for f in final["finalists"] if f["config_id"] == final["chosen"])
         lines.append(f"Final round, {final['rounds']} head-to-head rounds: {chosen['throughput']:,.1f} infer/s, "
                      f"p99 {chosen['p99_ms']:.2f} ms (median); margin {final['verdict']}.")
+    elif final:
+        lines.append("Final round: none; it was the only measured config meeting the constraints.")
     for knob in meta.get("unexplored_knobs") or ():
         lines.append(f"Not explored (the --budget ran out first): {knob}.")
     if default is not None and default.config_id != best.config_id:

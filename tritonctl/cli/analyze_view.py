@@ -81,6 +81,10 @@ def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, e
                       f"{default.best.p99_ms:.2f} ms)")
         final = meta.get("final_round")
         if final and final.get("runner_up"):
+            standings = ", ".join(f"{f['config_id']} {f['throughput']:,.1f} infer/s" for f in final["finalists"]
+                                  if f.get("throughput") is not None)
+            out.print(f"[bold]Final round[/bold] ({final['rounds']} rounds head to head, medians): {standings}",
+                      soft_wrap=True)
             out.print(f"[bold]Margin:[/bold] {final['verdict']}.", soft_wrap=True)
     elif not result.interrupted:
         err.print(f"[red]No config met the constraints[/red] ({options.constraints.describe()}); "
