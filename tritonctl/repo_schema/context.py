@@ -130,6 +130,9 @@ class ModelContext:
     @cached_property
     def python_completion(self):
         """What the Python model's ``auto_complete_config`` made of the config (None: not Python)."""
+        return self._complete_python()
+
+    def _complete_python(self):
         from tritonctl.repo_schema.autocomplete import complete_python_model
         from tritonctl.repo_schema.python_autocomplete import NOT_READ, PythonCompletion
 
@@ -183,3 +186,21 @@ class ModelContext:
         where = file or self.config_path or self.model_dir
         self.diagnostics.append(Diagnostic(
             code, severity or code_info(code).severity, message, where, span, hint, self.name, notes or []))
+
+
+def complete_python_models(contexts) -> None:
+    """Run the auto_complete_config of every Python model in ``contexts`` side by side, as Triton
+    loads models on several threads (--model-load-thread-count, 4 by default), so the models'
+    stub processes do not wait on each other; each model's rules then find the result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tritonctl.repo_schema.python_autocomplete import PARALLEL_STUBS
+
+    todo = [ctx for ctx in contexts if not ctx.checked and "python_completion" not in ctx.__dict__
+            and ctx.source.parsed.ok and ctx.normalized.backend == "python"]
+    if len(todo) < 2:
+        return
+    # Not through the cached_property: Python 3.11 runs those under one lock for all instances.
+    with ThreadPoolExecutor(min(PARALLEL_STUBS, len(todo))) as pool:
+        for ctx, completion in zip(todo, pool.map(ModelContext._complete_python, todo)):
+            ctx.__dict__["python_completion"] = completion

@@ -24,6 +24,7 @@ from tritonctl.repo_schema.modelfiles.python import read_python_model
 DEFAULT_TIMEOUT_S = 30.0
 STDERR_TAIL = 600  # characters of the model's output quoted in a diagnostic
 KILL_GRACE_S = 5.0  # for the output of a killed stub to be read
+PARALLEL_STUBS = 4  # stubs run side by side in a repository, like Triton's default model-load threads
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonctl.repo_schema.context import (NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext,
-                                           default_options)
+                                           complete_python_models, default_options)
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks_like_model_dir, model_dirs
 
@@ -89,6 +89,7 @@ def validate_repository(root: Path, config_name: str | None = None,
         repo.models[model_dir.name] = ModelContext(ModelSource(model_dir, config_name, values=repo.options.fill_values), repo)
     for rule in REPOSITORY_RULES:
         rule(repo)
+    complete_python_models(repo.models.values())
     for ctx in repo.models.values():
         check_model(ctx)
     return repo
