@@ -8,12 +8,10 @@ from typing import Any
 
 from tritonctl.analyzer.client import ModelInfo
 from tritonctl.analyzer.options import PerfError
+from tritonctl.repo_schema.datatypes import DATATYPES
 
-_NUMPY_TYPES = {
-    "BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
-    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",
-    "FP16": "float16", "FP32": "float32", "FP64": "float64", "BYTES": "object",
-}
+# Protocol datatype -> numpy dtype name of generated data (BF16 has no numpy type to generate).
+_NUMPY_TYPES = {t.wire: t.numpy for t in DATATYPES if t.wire != "BF16"}
 
 
 def request_shapes(info: ModelInfo, batch_size: int, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:

@@ -11,17 +11,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tritonctl.convert.errors import BuildError
+from tritonctl.repo_schema.datatypes import DATATYPES
 
 Arrays = dict  # input or output name -> numpy array
 Runner = Callable[[Arrays], list]  # inputs -> outputs in the model's output order
 
-# Triton config data type -> numpy dtype name
-NUMPY_DTYPES = {
-    "TYPE_FP32": "float32", "TYPE_FP16": "float16", "TYPE_FP64": "float64", "TYPE_BF16": "float32",
-    "TYPE_INT8": "int8", "TYPE_INT16": "int16", "TYPE_INT32": "int32", "TYPE_INT64": "int64",
-    "TYPE_UINT8": "uint8", "TYPE_UINT16": "uint16", "TYPE_UINT32": "uint32", "TYPE_UINT64": "uint64",
-    "TYPE_BOOL": "bool",
-}
+# Triton config data type -> numpy dtype name of the data a check generates for it: a BF16 input
+# gets float32 data (numpy has no bfloat16); strings get none.
+NUMPY_DTYPES = {t.config: "float32" if t.config == "TYPE_BF16" else t.numpy for t in DATATYPES if t.size}
 # Smallest |reference| used as the denominator of the relative error.
 REL_EPSILON = 1e-12
 

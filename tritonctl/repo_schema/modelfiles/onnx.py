@@ -6,17 +6,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from tritonctl.repo_schema.modelfiles import LFS_HINT, ModelFileError, ModelIO, TensorInfo, lfs_pointer_problem
+from tritonctl.repo_schema.datatypes import BY_ONNX
 from tritonctl.repo_schema.schema import onnx_pb2
-
-# onnx TensorProto.DataType number -> (ONNX name, Triton config type)
-ONNX_TO_TRITON = {
-    1: ("FLOAT", "TYPE_FP32"), 2: ("UINT8", "TYPE_UINT8"), 3: ("INT8", "TYPE_INT8"),
-    4: ("UINT16", "TYPE_UINT16"), 5: ("INT16", "TYPE_INT16"), 6: ("INT32", "TYPE_INT32"),
-    7: ("INT64", "TYPE_INT64"), 8: ("STRING", "TYPE_STRING"), 9: ("BOOL", "TYPE_BOOL"),
-    10: ("FLOAT16", "TYPE_FP16"), 11: ("DOUBLE", "TYPE_FP64"), 12: ("UINT32", "TYPE_UINT32"),
-    13: ("UINT64", "TYPE_UINT64"), 16: ("BFLOAT16", "TYPE_BF16"),
-}
-TRITON_TO_ONNX = {triton: number for number, (_, triton) in ONNX_TO_TRITON.items()}
 
 
 def onnx_model_path(path: Path) -> Path:
@@ -26,7 +17,8 @@ def onnx_model_path(path: Path) -> Path:
 
 def _tensor(value_info) -> TensorInfo:
     tensor_type = value_info.type.tensor_type
-    onnx_name, triton = ONNX_TO_TRITON.get(tensor_type.elem_type, (f"type {tensor_type.elem_type}", ""))
+    known = BY_ONNX.get(tensor_type.elem_type)
+    onnx_name, triton = (known.onnx_name, known.config) if known else (f"type {tensor_type.elem_type}", "")
     if not value_info.type.HasField("tensor_type"):
         kind = value_info.type.WhichOneof("value") or "unknown"
         return TensorInfo(value_info.name, "", (), f"non-tensor ({kind})", ranked=False)

@@ -6,14 +6,12 @@
 from __future__ import annotations
 
 from tritonctl.repo_schema.context import DATA_FILES
+from tritonctl.repo_schema.datatypes import BY_CONFIG
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name, element_count
 
 KIND_GPU = 1
-BYTE_SIZE = {"TYPE_BOOL": 1, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_UINT16": 2, "TYPE_INT16": 2, "TYPE_FP16": 2,
-             "TYPE_BF16": 2, "TYPE_UINT32": 4, "TYPE_INT32": 4, "TYPE_FP32": 4, "TYPE_UINT64": 8, "TYPE_INT64": 8,
-             "TYPE_FP64": 8}
 
 SEVERAL_INITIAL = register("ST01", "state with more than one initial_state", "error", """
     A state starts from at most one initial value. Triton: "initial_state field for
@@ -115,10 +113,11 @@ def _check_initial_data(ctx, initial, ipath: tuple, name: str) -> None:
                    hint="data files live in the model's initial_state/ directory")
         return
     type_name = dtype_name(initial.data_type)
-    if type_name == "TYPE_STRING" or type_name not in BYTE_SIZE:
+    known = BY_CONFIG.get(type_name)
+    if known is None or not known.size:  # TYPE_STRING: variable length
         return
     try:
-        needed = max(element_count(initial.dims), 0) * BYTE_SIZE[type_name]
+        needed = max(element_count(initial.dims), 0) * known.size
     except OverflowError:
         return  # the state's dims are impossible; IO-style overflow is not this rule's concern
     size = data_file.stat().st_size

@@ -6,6 +6,7 @@ Warmup on ensembles is the ensemble rules' finding (ENS-02).
 from __future__ import annotations
 
 from tritonctl.repo_schema.context import DATA_FILES
+from tritonctl.repo_schema.datatypes import BY_NUMBER
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -55,11 +56,6 @@ BATCH_SIZE_ZERO = register(
     a verbose log line says so), so the model is not warmed up at all. Set batch_size: 1
     (non-batching models need exactly 1).
     """, "NC-08")
-
-_TYPE_SIZE = {"TYPE_BOOL": 1, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_UINT16": 2, "TYPE_INT16": 2, "TYPE_FP16": 2,
-              "TYPE_BF16": 2, "TYPE_UINT32": 4, "TYPE_INT32": 4, "TYPE_FP32": 4, "TYPE_UINT64": 8, "TYPE_INT64": 8,
-              "TYPE_FP64": 8}
-
 
 def _type_name(data_type: int) -> str:
     return model_config_pb2().DataType.Name(data_type)
@@ -140,8 +136,9 @@ def _check_data_file(ctx, label: str, path: tuple, key: str, data) -> None:
         ctx.report(DATA_FILE, f"{label} input '{key}' reads warmup/{filename}, which does not exist in "
                    f"model '{ctx.name}'", path, hint=f"create {ctx.name}/warmup/{filename}")
         return
-    size = _TYPE_SIZE.get(_type_name(data.data_type))
-    if size is None or any(d < 0 for d in data.dims):
+    known = BY_NUMBER.get(data.data_type)
+    size = known.size if known else 0
+    if not size or any(d < 0 for d in data.dims):  # TYPE_STRING: variable length
         return
     needed = size
     for dim in data.dims:

@@ -8,16 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.optional import ONNXRUNTIME_GPU
+from tritonctl.repo_schema.datatypes import DATATYPES
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
 # ONNX tensor type names as onnxruntime reports them -> Triton config data types.
-ORT_TO_TRITON = {
-    "tensor(float)": "TYPE_FP32", "tensor(double)": "TYPE_FP64", "tensor(float16)": "TYPE_FP16",
-    "tensor(bfloat16)": "TYPE_BF16", "tensor(int8)": "TYPE_INT8", "tensor(int16)": "TYPE_INT16",
-    "tensor(int32)": "TYPE_INT32", "tensor(int64)": "TYPE_INT64", "tensor(uint8)": "TYPE_UINT8",
-    "tensor(uint16)": "TYPE_UINT16", "tensor(uint32)": "TYPE_UINT32", "tensor(uint64)": "TYPE_UINT64",
-    "tensor(bool)": "TYPE_BOOL", "tensor(string)": "TYPE_STRING",
-}
+ORT_TO_TRITON = {t.ort: t.config for t in DATATYPES}
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}  # OPT-06
 
 

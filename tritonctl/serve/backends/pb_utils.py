@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 # The config API and the error types are shared with `validate` (which runs auto_complete_config).
+from tritonctl.repo_schema.datatypes import BY_CONFIG, DATATYPES
 from tritonctl.repo_schema.pb_config import (  # noqa: F401 - part of the module's API
     ModelConfig,
     TritonError,
@@ -23,12 +24,8 @@ from tritonctl.repo_schema.pb_config import (  # noqa: F401 - part of the module
     using_decoupled_model_transaction_policy,
 )
 
-TRITON_STRING_TO_NUMPY: dict[str, Any] = {
-    "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_UINT16": np.uint16, "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16, "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32, "TYPE_FP64": np.float64,
-    "TYPE_STRING": np.object_,
-}
+# Config data type -> numpy type, as Triton's module has them (no BF16: numpy has no bfloat16).
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {t.config: np.dtype(t.numpy).type for t in DATATYPES if t.config != "TYPE_BF16"}
 # InferenceRequest.flags() bits of a sequence's first and last request.
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -38,7 +35,7 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_MEMORY_CPU = 0
 TRITONSERVER_MEMORY_GPU = 2
 # DataType enum numbers of model_config.proto (TYPE_BOOL = 1 ... TYPE_STRING = 13).
-_NUMPY_BY_ENUM = dict(enumerate(TRITON_STRING_TO_NUMPY.values(), start=1))
+_NUMPY_BY_ENUM = {BY_CONFIG[name].number: numpy_type for name, numpy_type in TRITON_STRING_TO_NUMPY.items()}
 
 
 class PreferredMemory:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tritonctl.repo_schema.datatypes import BY_CONFIG
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.errors import internal, invalid_arg
 
@@ -28,8 +29,7 @@ ACCUMULATED_WITH_ZERO = "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"
 MAX_ELEMENT_COUNT_AS_SHAPE = "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"
 ITEM_SHAPE = "BATCH_ITEM_SHAPE"
 ITEM_SHAPE_FLATTEN = "BATCH_ITEM_SHAPE_FLATTEN"
-SCATTER_WITH_INPUT_SHAPE = "BATCH_SCATTER_WITH_INPUT_SHAPE"
-BATCH_INPUT_DTYPES = {"TYPE_INT32": np.dtype(np.int32), "TYPE_FP32": np.dtype(np.float32)}
+BATCH_INPUT_DTYPES = {name: np.dtype(BY_CONFIG[name].numpy) for name in ("TYPE_INT32", "TYPE_FP32")}
 
 Shape = tuple[int, ...]
 

@@ -8,31 +8,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tritonctl.serve.core.errors import ServeError, invalid_arg
+from tritonctl.repo_schema.datatypes import DATATYPES
+from tritonctl.serve.core.errors import ServeError
 
 # Protocol datatype -> numpy dtype. BF16 has no numpy type: its raw 2-byte words are kept as uint16.
-NUMPY_DTYPE: dict[str, np.dtype] = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
-    "BF16": np.dtype(np.uint16), "BYTES": np.dtype(np.object_),
-}
+NUMPY_DTYPE: dict[str, np.dtype] = {t.wire: np.dtype(t.numpy) for t in DATATYPES}
 DATATYPE_OF_NUMPY: dict[np.dtype, str] = {
     dtype: name for name, dtype in NUMPY_DTYPE.items() if name not in ("BF16",)
 }
-
-
-def numpy_dtype(datatype: str) -> np.dtype:
-    try:
-        return NUMPY_DTYPE[datatype]
-    except KeyError:
-        raise invalid_arg(f"invalid datatype '{datatype}'") from None
-
-
-def element_size(datatype: str) -> int:
-    """Bytes per element on the wire; 0 for BYTES (variable length)."""
-    return 0 if datatype == "BYTES" else NUMPY_DTYPE[datatype].itemsize
 
 
 @dataclass(slots=True)
