@@ -64,6 +64,31 @@ def test_onnx_directory_form_and_reader_message(work, capsys):
         read_onnx_io(model / "1" / "model.onnx")
 
 
+def test_tensorflow_savedmodel_pointer_and_missing_file(work, capsys):
+    model = Path("repo/m")
+    (model / "1" / "model.savedmodel" / "variables").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(CONFIG.format(backend="tensorflow").replace(
+        'backend: "tensorflow"', 'platform: "tensorflow_savedmodel"'))
+    # Git LFS tracks the files inside a SavedModel directory, saved_model.pb first.
+    (model / "1" / "model.savedmodel" / "saved_model.pb").write_text(POINTER)
+    code, found = _validate(capsys, "repo")
+    assert code == 1 and [d["code"] for d in found if d["severity"] == "error"] == ["MF02"], found
+    assert found[0]["message"].startswith("1/model.savedmodel/saved_model.pb is a Git LFS pointer")
+    # A version without the SavedModel (or a GraphDef model without model.graphdef) is refused.
+    (model / "2").mkdir()
+    code, found = _validate(capsys, "repo")
+    assert code == 1 and [d["message"] for d in found if d["code"] == "PB10"] == [
+        "version 2 of model 'm' has no model.savedmodel (it is empty)"]
+    (model / "config.pbtxt").write_text(CONFIG.format(backend="tensorflow").replace(
+        'backend: "tensorflow"', 'platform: "tensorflow_graphdef"'))
+    code, found = _validate(capsys, "repo")
+    assert code == 1 and [d["message"] for d in found if d["code"] == "PB10"] == [
+        "version 2 of model 'm' has no model.graphdef (it is empty)"]
+    (model / "2" / "model.graphdef").write_bytes(b"\x0a\x00")
+    code, found = _validate(capsys, "repo")
+    assert code == 0 and not [d for d in found if d["severity"] == "error"], found
+
+
 def test_pointer_detection(tmp_path):
     file = tmp_path / "f"
     file.write_text(POINTER)

@@ -87,6 +87,15 @@ DEFAULT_FILES = {
     "onnxruntime": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt", "python": "model.py",
     "openvino": "model.xml", "dali": "model.dali",
 }
+# The tensorflow backend's default file depends on the platform.
+TENSORFLOW_FILES = {"tensorflow_savedmodel": "model.savedmodel", "tensorflow_graphdef": "model.graphdef"}
+
+
+def default_file(config) -> str:
+    """The model file name a backend looks for when default_model_filename is unset ("" if none)."""
+    if config.backend == "tensorflow":
+        return TENSORFLOW_FILES.get(config.platform, "")
+    return DEFAULT_FILES.get(config.backend, "")
 
 
 def is_stray_dir(name: str) -> bool:
@@ -186,7 +195,7 @@ def required_files(ctx) -> list[tuple[str, tuple]]:
     if cc_files:
         return [(name, ("cc_model_filenames", key, "value")) for key, name in sorted(cc_files.items())
                 if not path_problem(name)]
-    filename = config.default_model_filename or DEFAULT_FILES.get(config.backend, "")
+    filename = config.default_model_filename or default_file(config)
     return [(filename, anchor(ctx))] if filename and not path_problem(filename) else []
 
 
@@ -218,7 +227,7 @@ def check_model_file_names(ctx) -> None:
 def check_model_files_present(ctx) -> None:
     if ctx.is_ensemble or is_stray_dir(ctx.name) or ctx.config_path is None:
         return
-    if ctx.effective.backend not in DEFAULT_FILES and not ctx.written(("default_model_filename",)):
+    if not default_file(ctx.effective) and not ctx.written(("default_model_filename",)):
         return
     if not ctx.can_check(MODEL_FILES):
         return

@@ -10,7 +10,7 @@ from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
 from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
                                               lfs_pointer_problem)
 from tritonctl.repo_schema.rules import model_rule
-from tritonctl.repo_schema.rules.layout import DEFAULT_FILES, anchor, required_files, versions_to_load
+from tritonctl.repo_schema.rules.layout import anchor, default_file, required_files, versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
 UNREADABLE = register(
@@ -186,15 +186,18 @@ def _model_files(ctx, default: str) -> list[tuple[int, Path]]:
 
 
 def _real_file(path: Path) -> Path:
-    """The file a model path names: model.onnx may be a directory holding model.onnx."""
-    return path / path.name if path.is_dir() else path
+    """The file a model path names: model.onnx may be a directory holding model.onnx, and a
+    SavedModel directory holds saved_model.pb."""
+    if not path.is_dir():
+        return path
+    return path / "saved_model.pb" if path.suffix == ".savedmodel" else path / path.name
 
 
 @model_rule
 def check_lfs_pointers(ctx) -> None:
     if ctx.is_ensemble or ctx.config_path is None:
         return
-    if ctx.effective.backend not in DEFAULT_FILES and not ctx.written(("default_model_filename",)):
+    if not default_file(ctx.effective) and not ctx.written(("default_model_filename",)):
         return
     if not ctx.can_check(MODEL_FILES):
         return
