@@ -124,6 +124,11 @@ def test_model_file_name_that_is_a_path_fails_even_when_the_file_exists(work, ca
     (model / "config.pbtxt").write_text(CONFIG.format(backend="python") + 'default_model_filename: "sub/model.py"\n')
     code, found = _validate(capsys, "repo")
     assert code == 1 and [d["code"] for d in found if d["severity"] == "error"] == ["PB11"]
+    # Nor is an ONNX file reached through the path read and judged: PB11 says all there is.
+    Path("repo/x.onnx").write_bytes(b"not a model")
+    (model / "config.pbtxt").write_text(CONFIG.format(backend="onnxruntime") + 'default_model_filename: "../../x.onnx"\n')
+    code, found = _validate(capsys, "repo")
+    assert code == 1 and [d["code"] for d in found if d["severity"] == "error"] == ["PB11"], found
     Path("t.pbtxt").write_text(CONFIG.format(backend="tensorrt") +
                                'cc_model_filenames { key: "8.6" value: "../a100/model.plan" }\n')
     code, found = _validate(capsys, "t.pbtxt")

@@ -10,7 +10,7 @@ from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
 from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
                                               lfs_pointer_problem)
 from tritonctl.repo_schema.rules import model_rule
-from tritonctl.repo_schema.rules.layout import anchor, default_file, required_files, versions_to_load
+from tritonctl.repo_schema.rules.layout import anchor, default_file, path_problem, required_files, versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
 UNREADABLE = register(
@@ -179,8 +179,10 @@ def _dims_ok(config_full: tuple, model: tuple, exact: bool) -> bool:
 
 def _model_files(ctx, default: str) -> list[tuple[int, Path]]:
     """(version, file) of the loaded versions whose model file is there; Git LFS pointers
-    are left out (MF02 reports them)."""
+    are left out (MF02 reports them), and so are names that are paths (PB11)."""
     filename = ctx.effective.default_model_filename or default
+    if path_problem(filename):
+        return []
     return [(v, d / filename) for v, d in versions_to_load(ctx).items()
             if (d / filename).exists() and git_lfs_pointer_size(_real_file(d / filename)) is None]
 
