@@ -266,3 +266,12 @@ def test_plain_validate_says_how_many_problems_fix_can_fix(tmp_path, capsys):
         assert code == 1 and err == "2 of these can be fixed with `tritonctl validate --fix` (preview: --diff)\n"
         code, _, err = cli(capsys, "validate", "clean")
         assert code == 0 and err == ""
+
+
+def test_a_misspelling_is_fixed_only_to_the_one_nearest_name():
+    from tritonctl.repo_schema.fixes.base import unique_candidate
+
+    kinds = ["KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"]
+    assert unique_candidate("KIND_CPUU", kinds) == "KIND_CPU"  # KIND_GPU is two slips away
+    assert unique_candidate("KIND_XPU", kinds) is None  # one slip from both KIND_GPU and KIND_CPU
+    assert unique_candidate("TYPE_INT3", ["TYPE_INT32", "TYPE_INT8", "TYPE_FP32"]) is None

@@ -342,8 +342,9 @@ def typo_distance(a: str, b: str) -> int:
 def unique_candidate(word: str, choices, aliases: dict[str, str] | None = None) -> str | None:
     """The one name ``word`` was meant to be, or None when there is none or more than one.
 
-    A known alias or a case slip wins; then the names one or two typing slips away (one
-    for short words); failing those, the only close spelling.
+    A known alias or a case slip wins; then the nearest of the names one or two typing
+    slips away (one for short words), when only one is nearest; failing those, the only
+    close spelling.
     """
     choices = list(choices)
     if aliases and aliases.get(word) in choices:
@@ -353,9 +354,12 @@ def unique_candidate(word: str, choices, aliases: dict[str, str] | None = None) 
     if folded:
         return folded[0] if len(folded) == 1 else None
     limit = 1 if len(word) < 6 else 2
-    near = [c for c in choices if typo_distance(word.lower(), c.lower()) <= limit]
-    if near:
-        return near[0] if len(near) == 1 else None
+    distances = {c: typo_distance(word.lower(), c.lower()) for c in choices}
+    near = [c for c in choices if distances[c] <= limit]
+    if near:  # the one nearest name: KIND_CPUU is KIND_CPU (one slip), not KIND_GPU (two)
+        best = min(distances[c] for c in near)
+        nearest = [c for c in near if distances[c] == best]
+        return nearest[0] if len(nearest) == 1 else None
     close = difflib.get_close_matches(word, choices, n=2, cutoff=0.75)
     return close[0] if len(close) == 1 else None
 
