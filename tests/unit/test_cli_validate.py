@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,35 @@ def test_a_custom_config_file_is_checked_as_its_model(tmp_path):
     found = [(d.code, d.path, d.model) for d in report.diagnostics]
     assert found == [("REPO54", custom, None), ("TOP03", custom, "m")]
     assert report.diagnostics[0].message == "not checked without the repository: version directories, model files"
+
+
+def _without_read_override(args: list[str]) -> list[str]:
+    """``args`` run so that file permissions apply (root reads unreadable files otherwise)."""
+    if os.geteuid() != 0:
+        return args
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv, so file permissions cannot be made to apply")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *args]
+
+
+def test_unreadable_config_is_one_error_and_the_other_models_are_still_checked(repos):
+    write_model(repos / "perm" / "open", CLEAN)
+    write_model(repos / "perm" / "locked", CLEAN)
+    write_model(repos / "perm" / "hidden", CLEAN)
+    (repos / "perm" / "locked" / "config.pbtxt").chmod(0)
+    (repos / "perm" / "hidden").chmod(0o600)  # the directory cannot be searched
+    try:
+        run = subprocess.run(_without_read_override([sys.executable, "-m", "tritonctl", "validate", "perm",
+                                                     "--format", "json"]),
+                             capture_output=True, text=True, cwd=repos, timeout=60)
+    finally:
+        (repos / "perm" / "hidden").chmod(0o755)
+        (repos / "perm" / "locked" / "config.pbtxt").chmod(0o644)
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    found = sorted((Path(d["path"]).parent.name, d["code"], d["message"]) for d in report["diagnostics"])
+    assert found == [("hidden", "TXT08", "cannot read config.pbtxt: Permission denied"),
+                     ("locked", "TXT08", "cannot read config.pbtxt: Permission denied")]
+    assert report["summary"]["models_checked"] == 3

@@ -114,7 +114,10 @@ class ModelSource:
 
     @cached_property
     def has_config(self) -> bool:
-        return self.config_path.is_file()
+        try:
+            return self.config_path.is_file()
+        except OSError:
+            return True  # there, but unreadable: ``parsed`` says so (TXT08)
 
     @cached_property
     def parsed(self) -> textproto.ParseResult:
@@ -122,7 +125,17 @@ class ModelSource:
         model_config = model_config_pb2().ModelConfig
         if not self.has_config:
             return textproto.parse("", model_config, None)
-        text = read_config_text(self.config_path)
+        try:
+            text = read_config_text(self.config_path)
+        except OSError as exc:
+            result = textproto.parse("", model_config, self.config_path)
+            result.message = None
+            result.diagnostics.append(textproto.Diagnostic(
+                textproto.UNREADABLE, textproto.Severity.ERROR,
+                f"cannot read {self.config_path.name}: {exc.strerror or exc}", self.config_path,
+                hint="make the file readable (chmod a+r) and its directories searchable (chmod a+x) "
+                     "for the user the server runs as"))
+            return result
         result = textproto.parse(text, model_config, self.config_path, self.values)
         if result.ok and ("max_batch_size",) in result.placeholder_paths:
             # A template that leaves max_batch_size open is a batching model; checked as one

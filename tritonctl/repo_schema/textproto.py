@@ -29,6 +29,14 @@ SYNTAX = register(
     real reason is on a separate libprotobuf log line. Typical causes: a missing or
     extra brace, a missing colon after a scalar field, an unterminated string.
     """, "TXT-01")
+UNREADABLE = register(
+    "TXT08", "config file cannot be read", "error",
+    """
+    The config file (or its model directory) exists but cannot be read, most often
+    for lack of permission. Triton fails to load the model. Make the file readable by
+    the user the server runs as (for example chmod a+r), and its directories
+    searchable (chmod a+x).
+    """)
 UNKNOWN_FIELD = register(
     "TXT02", "unknown field", "error",
     """
