@@ -216,8 +216,10 @@ class InProcess:
 
         self.workload = workload
         options = ort.SessionOptions()
-        if workload.name == "blocks":
+        if workload.name == "blocks":  # as the server's instance: 2 threads that sleep between runs
             options.intra_op_num_threads = 2
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.cpu_us_per_row: list[float] = []  # of every rows_per_second call: this process's CPU
         self.session = ort.InferenceSession(str(workload.onnx), options, providers=["CPUExecutionProvider"])
 
     def rows_per_second(self, batch: int, seconds: float) -> float:
@@ -225,10 +227,11 @@ class InProcess:
         feed = {name: np.concatenate([data] * batch) for name, data in self.workload.request.items()}
         rows_per_run = len(next(iter(feed.values())))
         self.session.run(None, feed)
-        rows, start = 0, time.perf_counter()
+        rows, start, cpu = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             self.session.run(None, feed)
             rows += rows_per_run
+        self.cpu_us_per_row.append((time.process_time() - cpu) / rows * 1e6)
         return rows / (time.perf_counter() - start)
 
 
@@ -656,6 +659,13 @@ def main() -> None:
         print(f"\nspeed limit: tritonctl's best {best:,.1f} rows/s against in-process onnxruntime at batch "
               f"{max(batches)}, {limit:,.1f} rows/s (median of {len(limits)}, measured between the server's "
               f"points, range {min(limits):,.1f}-{max(limits):,.1f}) = {best / limit:.2f}x")
+        # CPU per row holds still where the machine is shared: what the server spends beyond the model
+        for (name, protocol, concurrency), point in results.items():
+            if name.startswith("tritonctl"):
+                in_process_cpu = statistics.median(in_process.cpu_us_per_row[-len(limits):])
+                print(f"CPU per row, {name} {protocol} c{concurrency}: {point.cpu_us / rows:,.1f} us against "
+                      f"in-process onnxruntime's {in_process_cpu:,.1f} us = {in_process_cpu / (point.cpu_us / rows):.3f}x "
+                      "of its efficiency")
 
 
 if __name__ == "__main__":
