@@ -16,16 +16,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyzer"))
-
-from analyze_models import onnx_model  # noqa: E402
-from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze  # noqa: E402
-from tritonctl.analyzer.objective import Constraints  # noqa: E402
-from tritonctl.analyzer.results import COLUMNS  # noqa: E402
-from tritonctl.analyzer.search import AnalyzeError, SearchSpace  # noqa: E402
-from cli_runner import cli  # noqa: E402
-from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
-from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+from helpers.analyze_models import onnx_model
+from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze
+from tritonctl.analyzer.objective import Constraints
+from tritonctl.analyzer.results import COLUMNS
+from tritonctl.analyzer.search import AnalyzeError, SearchSpace
+from helpers.cli_runner import cli
+from tritonctl.repo_schema.validate import validate_paths
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
 FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4"]

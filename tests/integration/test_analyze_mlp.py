@@ -12,14 +12,10 @@ of the noise better when other processes share the cores.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyzer"))
-
-from analyze_models import mlp_model  # noqa: E402
-from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze  # noqa: E402
-from tritonctl.analyzer.search import SearchSpace  # noqa: E402
+from helpers.analyze_models import mlp_model
+from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
+from tritonctl.analyzer.search import SearchSpace
 
 SPACE = SearchSpace(batch_sizes=(1, 8, 32), queue_delays_us=(0, 500, 2000), instance_counts=(1, 2), concurrency=(16,))
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from triton_anchor import triton_home, unavailable_reason  # noqa: E402
-from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze  # noqa: E402
-from tritonctl.analyzer.search import SearchSpace  # noqa: E402
+from helpers.triton_anchor import triton_home, unavailable_reason
+from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
+from tritonctl.analyzer.search import SearchSpace
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "model_repository"
 REASON = unavailable_reason()

@@ -6,20 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "convert"))
+from helpers.build_models import dynamic_add_sub, fixed_batch_concat, fixed_batch_reshape, log_model, sequence_model
 
-from build_models import dynamic_add_sub, fixed_batch_concat, fixed_batch_reshape, log_model, sequence_model  # noqa: E402
-
-from tritonctl.convert.options import BuildOptions  # noqa: E402
-from tritonctl.convert.pipeline import Reporter, build  # noqa: E402
-from tritonctl.convert.spec import parse_shape  # noqa: E402
-from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
+from tritonctl.convert.options import BuildOptions
+from tritonctl.convert.pipeline import Reporter, build
+from tritonctl.convert.spec import parse_shape
+from tritonctl.repo_schema.validate import validate_paths
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from cli_runner import cli
+from helpers.cli_runner import cli
 from onnx import helper
 
 from tritonctl.repo_schema.validate import validate_paths

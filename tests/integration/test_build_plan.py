@@ -3,21 +3,16 @@ the timing cache, and the plan served config. Skipped (with the reason) without 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "convert"))
+from helpers.build_models import dynamic_add_sub, fixed_batch_reshape, sequence_model
 
-from build_models import dynamic_add_sub, fixed_batch_reshape, sequence_model  # noqa: E402
-
-from tritonctl.convert.options import BuildOptions  # noqa: E402
-from tritonctl.convert.pipeline import Reporter, build  # noqa: E402
-from tritonctl.convert.spec import parse_shape  # noqa: E402
-from tritonctl.convert.tensorrt_build import plan_unavailable  # noqa: E402
-from tritonctl.repo_schema.validate import validate_paths  # noqa: E402
+from tritonctl.convert.options import BuildOptions
+from tritonctl.convert.pipeline import Reporter, build
+from tritonctl.convert.spec import parse_shape
+from tritonctl.convert.tensorrt_build import plan_unavailable
+from tritonctl.repo_schema.validate import validate_paths
 
 MISSING = plan_unavailable()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(MISSING is not None, reason=f"plan builds need: {MISSING}")]

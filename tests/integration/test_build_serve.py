@@ -13,12 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "convert"))
+from helpers.build_models import fixed_batch_reshape
 
-from build_models import fixed_batch_reshape  # noqa: E402
-
-from tritonctl.convert.options import BuildOptions  # noqa: E402
-from tritonctl.convert.pipeline import build  # noqa: E402
+from tritonctl.convert.options import BuildOptions
+from tritonctl.convert.pipeline import build
 
 ort = pytest.importorskip("onnxruntime")
 httpclient = pytest.importorskip("tritonclient.http")

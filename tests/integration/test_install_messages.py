@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "convert"))
-
-from build_models import dynamic_add_sub  # noqa: E402
+from helpers.build_models import dynamic_add_sub
 
 ROOT = Path(__file__).parents[2]
 

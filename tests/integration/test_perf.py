@@ -5,19 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "serve"))
-
-from serve_models import write_add_sub, write_onnx_only  # noqa: E402
-from tritonctl.analyzer.options import PerfError, PerfOptions  # noqa: E402
-from tritonctl.analyzer.perf import run_perf  # noqa: E402
-from tritonctl.analyzer.report import CSV_COLUMNS  # noqa: E402
-from cli_runner import cli  # noqa: E402
-from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+from helpers.serve_models import write_add_sub, write_onnx_only
+from tritonctl.analyzer.options import PerfError, PerfOptions
+from tritonctl.analyzer.perf import run_perf
+from tritonctl.analyzer.report import CSV_COLUMNS
+from helpers.cli_runner import cli
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 FAST = {"measurement_interval_ms": 120, "stability_percentage": 50, "max_trials": 5}
 

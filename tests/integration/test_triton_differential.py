@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus_harness import CorpusCase, backend_and_platform, cases, load_case, materialize
-from triton_anchor import LoadResult, TritonServer, unavailable_reason
+from helpers.corpus_harness import CorpusCase, backend_and_platform, cases, load_case, materialize
+from helpers.triton_anchor import LoadResult, TritonServer, unavailable_reason
 from tritonctl.repo_schema.diagnostics import Severity
 from tritonctl.repo_schema.repository import SPECIAL_SUBDIRS
 from tritonctl.repo_schema.schema import model_config_pb2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corpus_harness import cases, materialize
+from helpers.corpus_harness import cases, materialize
 from tritonctl.repo_schema.validate import validate_paths
 
 INVALID = cases("invalid")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 from tritonctl.repo_schema.validate import validate_paths
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "realworld_configs" / "corpus"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from onnx import TensorProto
 
-from corpus_harness import write_model
+from helpers.corpus_harness import write_model
 from test_model_files_onnx import save_onnx
 from tritonctl.repo_schema.validate import validate_paths
 

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from corpus_harness import CORPUS
+from helpers.corpus_harness import CORPUS
 from test_generate_autocomplete import fixture_model, make_onnx
 from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.autocomplete import effective_config

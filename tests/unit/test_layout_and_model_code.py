@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from corpus_harness import PYTHON_MODEL, write_model
+from helpers.corpus_harness import PYTHON_MODEL, write_model
 from tritonctl.repo_schema.modelfiles.tensorrt import unavailable_reason
 from tritonctl.repo_schema.validate import validate_paths
 

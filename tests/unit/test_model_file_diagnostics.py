@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 from tritonctl.repo_schema.modelfiles import ModelFileError, git_lfs_pointer_size, lfs_pointer_problem
 from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 from tritonctl.repo_schema.render.code_examples import working_directory

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from corpus_harness import write_model
+from helpers.corpus_harness import write_model
 from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 from tritonctl.repo_schema.validate import validate_paths
 

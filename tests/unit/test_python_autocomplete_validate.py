@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 from tritonctl.repo_schema.context import CheckOptions
 from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, parse_completed
 from tritonctl.repo_schema.schema import model_config_pb2

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("TRITONCTL_REALWORLD_CONFIGS") or ROOT.parent / "shared" / "realworld_configs")

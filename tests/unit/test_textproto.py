@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-from corpus_harness import cases
+from helpers.corpus_harness import cases
 from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.schema import model_config_pb2
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_runner import cli
-from fix_cases import ONNX, identity_onnx
+from helpers.cli_runner import cli
+from helpers.fix_cases import ONNX, identity_onnx
 from tritonctl.repo_schema.fixes import fix_to_fixed_point
 from tritonctl.repo_schema.fixes.engine import parse_state
 from tritonctl.repo_schema.render.code_examples import working_directory

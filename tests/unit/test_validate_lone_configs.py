@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 from tritonctl.repo_schema.gpus import local_gpus
 from tritonctl.repo_schema.render.code_examples import working_directory, write_model
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from cli_runner import cli
+from helpers.cli_runner import cli
 from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.render.code_examples import working_directory
 from tritonctl.repo_schema.schema import model_config_pb2

@@ -127,9 +127,6 @@ class CandidateSet:
             return list(self.candidates)
         return [self.default, *self.candidates]
 
-    def by_knobs(self) -> dict[Knobs, Candidate]:
-        return {c.knobs: c for c in self.candidates}
-
 
 # --- the model and its candidates ----------------------------------------------------------
 

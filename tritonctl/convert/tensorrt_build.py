@@ -176,11 +176,3 @@ class PlanRunner:
     def __call__(self, arrays: dict) -> list:
         result = self._runner.infer(arrays)
         return [result[name] for name in self._outputs]
-
-
-def tensorrt_version() -> str | None:
-    try:
-        import tensorrt
-    except Exception:
-        return None
-    return tensorrt.__version__

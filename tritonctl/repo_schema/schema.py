@@ -42,10 +42,6 @@ def onnx_pb2() -> ModuleType:
     return _load_generated("onnx", "onnx_ml_pb2.py", "onnx.onnx_ml_pb2")
 
 
-def new_model_config():
-    return model_config_pb2().ModelConfig()
-
-
 def data_type_name(value: int) -> str:
     """``11`` -> ``"TYPE_FP32"``."""
     return model_config_pb2().DataType.Name(value)

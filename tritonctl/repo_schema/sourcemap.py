@@ -57,7 +57,3 @@ class SourceMap:
 
     def has(self, path: FieldPath) -> bool:
         return tuple(path) in self.entries
-
-    def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""

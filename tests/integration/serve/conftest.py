@@ -5,17 +5,12 @@ libraries get."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "serve"))
-
-from serve_models import serving_repository  # noqa: E402
-from tritonctl.serve.grpc import native as grpc_native  # noqa: E402
-from tritonctl.serve.http import native as http_native  # noqa: E402
-from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+from helpers.serve_models import serving_repository
+from tritonctl.serve.grpc import native as grpc_native
+from tritonctl.serve.http import native as http_native
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 TRANSPORTS = {"native": {"grpc_transport": "native", "http_transport": "native"},
               "python": {"grpc_transport": "aio", "http_transport": "uvicorn"}}

@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from onnx import TensorProto as T
 from onnx import helper
 
-from serve_models import write_add_sub
+from helpers.serve_models import write_add_sub
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 RAGGED_CONFIG = """

@@ -5,7 +5,6 @@ tritonclient."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ import tritonclient.http as httpclient
 
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "serve"))
-from serve_models import write_add_sub  # noqa: E402
+from helpers.serve_models import write_add_sub
 
 PYTHON_CONFIG = """
 name: "{name}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "serve"))
-from serve_models import write_add_sub  # noqa: E402
+from helpers.serve_models import write_add_sub
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "model_repository"
 # S = A + B (Python add_sub), then T = S + S and U = S - S (ONNX add_sub_onnx)

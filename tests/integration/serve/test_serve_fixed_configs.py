@@ -4,20 +4,15 @@ answers in the real `tritonctl serve`."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-sys.path.insert(0, str(Path(__file__).parents[2]))
-
-from cli_runner import cli  # noqa: E402
-from fix_cases import CASES, write_base  # noqa: E402
-from tritonctl.repo_schema.diagnostics import all_codes  # noqa: E402
-from tritonctl.repo_schema.render.code_examples import working_directory  # noqa: E402
-from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+from helpers.cli_runner import cli
+from helpers.fix_cases import CASES, write_base
+from tritonctl.repo_schema.diagnostics import all_codes
+from tritonctl.repo_schema.render.code_examples import working_directory
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aiogrpcclient
 from tritonclient.utils import InferenceServerException
 
-from serve_models import serving_repository
+from helpers.serve_models import serving_repository
 from tritonctl.serve.grpc import native
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 

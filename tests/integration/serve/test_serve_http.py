@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as aiohttpclient
 from tritonclient.utils import InferenceServerException
 
-from serve_models import serving_repository
+from helpers.serve_models import serving_repository
 from tritonctl.serve.http import native
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 

@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from serve_models import serving_repository
+from helpers.serve_models import serving_repository
 
 
 def stats_of(served, model: str) -> dict:

@@ -6,11 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 import queue
-import sys
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,11 +16,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "serve"))
-
-from sequence_models import write_accumulator, write_state_model  # noqa: E402
-from serve_models import write_add_sub  # noqa: E402
-from tritonctl.serve.runtime import BackgroundServer, ServeOptions  # noqa: E402
+from helpers.sequence_models import write_accumulator, write_state_model
+from helpers.serve_models import write_add_sub
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 OLDEST = "oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 2000 }"
 STATE_BLOCK = ('state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]')

@@ -32,7 +32,7 @@ GRPC_ORDER = ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEU
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory, transports):
     """A server tracing every request of every model at TIMESTAMPS level into trace.json."""
-    from serve_models import serving_repository
+    from helpers.serve_models import serving_repository
 
     root = tmp_path_factory.mktemp("traced")
     repo = serving_repository(root / "repo")
@@ -270,7 +270,7 @@ def test_tensors_level_records_inputs_and_outputs(traced, clients):
 
 def test_buffered_traces_are_written_at_stop(tmp_path, transports):
     """Without a log frequency, traces wait in memory and the whole file is written at stop."""
-    from serve_models import serving_repository
+    from helpers.serve_models import serving_repository
 
     repo = serving_repository(tmp_path / "repo")
     trace_file = tmp_path / "stop" / "trace.json"

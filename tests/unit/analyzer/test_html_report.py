@@ -17,7 +17,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("plotly")
 
-from analyze_measurements import make_measurements, make_meta  # noqa: E402
+from helpers.analyze_measurements import make_measurements, make_meta  # noqa: E402
 
 from tritonctl.analyzer import report_data  # noqa: E402
 from tritonctl.analyzer.objective import NOISE  # noqa: E402

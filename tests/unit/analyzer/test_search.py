@@ -4,7 +4,7 @@ candidates that are equivalent or invalid."""
 from __future__ import annotations
 
 import pytest
-from analyze_models import fixed_batch_model, onnx_model
+from helpers.analyze_models import fixed_batch_model, onnx_model
 
 from tritonctl.analyzer.search import (AUTO, AnalyzeError, SearchSpace, build_candidates, load_model_config,
                                        validation_error)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from analyze_models import onnx_model
-from batching_sim import SimulatedServer
+from helpers.analyze_models import onnx_model
+from helpers.batching_sim import SimulatedServer
 
 from tritonctl.analyzer.point import Point
 

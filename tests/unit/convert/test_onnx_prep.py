@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model, with_ir_version
+from helpers.build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model, with_ir_version
 
 from tritonctl.convert import onnx_prep
 from tritonctl.convert.errors import BuildError

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from corpus_harness import PYTHON_MODEL
+from helpers.corpus_harness import PYTHON_MODEL
 from tritonctl.repo_schema import gpus
 from tritonctl.repo_schema.validate import validate_paths
 

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from google.protobuf import text_format
 
-from serve_models import write_add_sub
+from helpers.serve_models import write_add_sub
 from tritonctl.repo_schema.diagnostics import Severity
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.repo_schema.validate import validate_paths

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_models import loaded_server, write_add_sub
+from helpers.serve_models import loaded_server, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.backends import registry
 from tritonctl.serve.core.manager import ModelManager

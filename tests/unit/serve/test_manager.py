@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from serve_models import loaded_server, standard_repository, write_add_sub
+from helpers.serve_models import loaded_server, standard_repository, write_add_sub
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.backends import registry
 from tritonctl.serve.core.manager import ModelManager

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_models import loaded_server
+from helpers.serve_models import loaded_server
 from tritonctl.serve.backends.pb_utils import ModelConfig
 from tritonctl.serve.core.types import InferRequest, InferTensor
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_models import loaded_server
+from helpers.serve_models import loaded_server
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from google.protobuf import text_format
-from sequence_models import STATE_CONFIG, state_onnx
+from helpers.sequence_models import STATE_CONFIG, state_onnx
 
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec

@@ -13,7 +13,6 @@ from pathlib import Path
 from tritonctl.repo_schema.validate import ValidationReport
 
 FORMATS = ("text", "json", "sarif", "github")
-COLOR_CHOICES = ("auto", "always", "never")
 
 
 def render(report: ValidationReport, fmt: str = "text", *, color: bool = False, cwd: Path | None = None) -> str:

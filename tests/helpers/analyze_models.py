@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "serve"))
-
-from serve_models import add_sub_onnx, write_add_sub  # noqa: E402
+from helpers.serve_models import add_sub_onnx, write_add_sub
 
 
 def onnx_model(repo: Path, name: str = "add_sub", config: str | None = "") -> Path:
