@@ -29,13 +29,14 @@ class Precision(str, enum.Enum):
 
 HELP = """Build a model repository entry from an ONNX or PyTorch model.
 
-SOURCE is an ONNX file, a TorchScript archive, a torch.export program (.pt2), or
-module:function returning a torch.nn.Module (describe its inputs with --input).
-PyTorch models are exported to ONNX with a dynamic batch axis; ONNX models are checked,
-shape-inferred, given a dynamic batch when they were exported with batch 1 (verified
-row by row) and constant-folded; --format plan then builds a TensorRT engine. The result
-is compared with the source on the same inputs, written to REPO/NAME/VERSION with a
-config.pbtxt and a build.json, and checked with tritonctl validate. A re-run with the
+SOURCE is an ONNX file, a TorchScript archive, a torch.export program
+(.pt2), or module:function returning a torch.nn.Module (describe its inputs
+with --input). PyTorch models are exported to ONNX with a dynamic batch
+axis; ONNX models are checked, shape-inferred, given a dynamic batch when
+they were exported with batch 1 (verified row by row) and constant-folded;
+--format plan then builds a TensorRT engine. The result is compared with the
+source on the same inputs, written to REPO/NAME/VERSION with a config.pbtxt
+and a build.json, and checked with tritonctl validate. A re-run with the
 same source, options and tool versions reuses the earlier result.
 
 [bold]Examples[/bold]

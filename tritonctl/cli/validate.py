@@ -27,13 +27,15 @@ class ColorChoice(str, enum.Enum):
 HELP = """Check model repositories, model directories or config.pbtxt files offline,
 the way Triton would when loading them.
 
-A config file on its own (or a directory with --config-only) gets every check that
-needs only the config; version directories, model files and ensemble members need the
-repository. GPU ids and KIND_GPU are checked against the target server's GPUs given
-with --gpus N (or TRITONCTL_ASSUME_GPUS=N), or this machine's with --gpus local.
+A config file on its own (or a directory with --config-only) gets every
+check that needs only the config; version directories, model files and
+ensemble members need the repository. GPU ids and KIND_GPU are checked
+against the target server's GPUs given with --gpus N (or
+TRITONCTL_ASSUME_GPUS=N), or this machine's with --gpus local.
 
-Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2 usage error.
-After --fix (or --diff) it is about what remains (or would remain) after the fixes.
+Exit status: 0 no errors, 1 errors found (or warnings with --strict), 2
+usage error. After --fix (or --diff) it is about what remains (or would
+remain) after the fixes.
 
 [bold]Examples[/bold]
 
