@@ -120,3 +120,37 @@ def test_usage_errors(tmp_path):
     torch_flags = tritonctl("build", str(source), "--repo", str(tmp_path), "--name", "m", "--input", "x:fp32:4")
     assert torch_flags.returncode == 1 and "describe PyTorch sources" in torch_flags.stderr
     assert onnx.load(str(source))  # the source is never modified
+
+
+def test_onnx_sequence_values_are_not_folded_into_initializers(tmp_path):
+    # SequenceEmpty has no inputs, so it looks constant; its value is a list no initializer holds.
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("SequenceEmpty", [], ["empty"], dtype=onnx.TensorProto.FLOAT),
+         onnx.helper.make_node("SequenceInsert", ["empty", "x"], ["seq"]),
+         onnx.helper.make_node("SequenceAt", ["seq", "zero"], ["y"])], "seq_ops",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])],
+        [onnx.numpy_helper.from_array(np.array(0, dtype=np.int64), "zero")])
+    source = tmp_path / "seq.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=7), source)
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "seq")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "repo" / "seq" / "1" / "model.onnx").is_file()
+
+
+def test_a_model_failing_on_generated_inputs_says_what_to_pass(tmp_path):
+    # Expand takes its target shape as an input: random integers are no valid shape.
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Expand", ["x", "shape"], ["y"])], "expand",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 1]),
+         onnx.helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["a", "b", "c"])])
+    source = tmp_path / "expand.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=7), source)
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "expand")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the source model fails on the accuracy check's inputs (random: ")
+    assert "invalid expand shape" in last and "--calibration-data" in last and "--no-check" in last
+    assert "Traceback" not in done.stderr and "[E:onnxruntime" not in done.stderr
+    assert not (tmp_path / "repo" / "expand").exists()

@@ -129,7 +129,8 @@ def check_accuracy(names: Sequence[str], source: Runner, result: Runner, batches
     report = AccuracyReport(atol, rtol, inputs=inputs)
     merged: dict[str, OutputCheck] = {}
     for arrays in batches:
-        for check in compare(names, source(arrays), result(arrays), atol, rtol):
+        for check in compare(names, _run(source, "source", arrays, inputs), _run(result, "result", arrays, inputs),
+                             atol, rtol):
             old = merged.get(check.name)
             if old is None:
                 merged[check.name] = check
@@ -139,6 +140,20 @@ def check_accuracy(names: Sequence[str], source: Runner, result: Runner, batches
                                              old.total + check.total, old.problem or check.problem)
     report.outputs = [merged[name] for name in names if name in merged]
     return report
+
+
+def _run(runner: Runner, which: str, arrays: Arrays, inputs: str) -> list:
+    """The runner's outputs; a model that fails on the check's inputs is a BuildError saying so."""
+    try:
+        return runner(arrays)
+    except BuildError:
+        raise
+    except Exception as exc:  # the runtime's own error types (onnxruntime, TensorRT, torch)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BuildError(
+            f"the {which} model fails on the accuracy check's inputs ({inputs}): {reason}. Inputs that hold "
+            "shapes, indices or sizes need real values: pass --calibration-data with an .npz of real inputs, "
+            "or --no-check to skip the comparison") from None
 
 
 def onnx_runner(model) -> Runner:
@@ -164,7 +179,7 @@ def ort_session(model):
 
     ort = require("onnxruntime", "running an ONNX model")
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # errors come back as exceptions, reported once
     source = model if isinstance(model, (str, bytes)) else (
         str(model) if hasattr(model, "is_file") else model.SerializeToString())
     try:

@@ -185,6 +185,9 @@ def fold_constants(model) -> Prepared:
         except Exception:
             kept.append(node)  # an op the reference evaluator lacks: leave it to the runtime
             continue
+        if not all(hasattr(v, "nbytes") for v in values):
+            kept.append(node)  # a sequence or optional value: no initializer can hold it
+            continue
         size_in = sum(constants[n].nbytes for n in names)
         if any(getattr(v, "nbytes", 0) > max(FOLD_LIMIT_BYTES, size_in) for v in values):
             kept.append(node)
