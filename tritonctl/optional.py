@@ -97,6 +97,31 @@ def require(module: str, needed_by: str) -> ModuleType:
         raise missing from None
 
 
+def import_error(module: str) -> Exception | None:
+    """None when ``module`` imports here; else what importing it raised: a ModuleNotFoundError
+    when it is not installed (``provider_of`` names the install), anything else when an install
+    is broken (its own libraries fail to load). For code that goes on without an optional
+    library, where ``require`` is for code that cannot."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - a broken install raises OSError/RuntimeError from its libraries
+        return exc
+    return None
+
+
+def unavailable(module: str) -> str | None:
+    """None when ``module`` imports here; else one line saying why not, with the install."""
+    error = import_error(module)
+    if error is None:
+        return None
+    provider = provider_of(module)
+    package = provider.package if provider else module
+    if isinstance(error, ModuleNotFoundError):
+        install = f" ({provider.install})" if provider else ""
+        return f"the '{package}' Python package is not installed{install}"
+    return f"the '{package}' package failed to import ({error})"
+
+
 def installed(package: str) -> bool:
     from importlib.metadata import PackageNotFoundError, distribution
 

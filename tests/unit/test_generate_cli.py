@@ -13,15 +13,16 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from test_generate_autocomplete import make_onnx
-from tritonctl.cli.app import CliError, _register_commands, app
+from tritonctl.cli.app import create_app
+from tritonctl.cli.errors import CliError
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 from tritonctl.repo_schema.validate import validate_paths
 
-_register_commands()
+APP = create_app()
 
 
 def run(*args: str, ok: bool = True):
-    result = CliRunner().invoke(app, list(args))
+    result = CliRunner().invoke(APP, list(args))
     if ok:
         assert result.exit_code == 0, (result.output, result.exception)
     return result

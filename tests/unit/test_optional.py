@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tritonctl.optional import (ONNXRUNTIME_GPU, PROVIDERS, MissingDependency, missing_dependency, provider_of,
-                                require)
+from tritonctl.optional import (ONNXRUNTIME_GPU, PROVIDERS, MissingDependency, import_error, missing_dependency,
+                                provider_of, require, unavailable)
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 
@@ -79,3 +79,18 @@ def test_require_imports_or_names_the_extra(monkeypatch):
         require("torch", "building from a PyTorch source")
     with pytest.raises(ModuleNotFoundError):
         require("tritonctl_no_such_module", "a test")  # not listed: the error as Python raised it
+
+
+def test_unavailable_says_missing_or_broken(monkeypatch, tmp_path):
+    import sys
+
+    assert unavailable("json") is None and import_error("json") is None
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # as where tensorrt is not installed
+    assert isinstance(import_error("tensorrt"), ModuleNotFoundError)
+    assert unavailable("tensorrt") == ("the 'tensorrt' Python package is not installed "
+                                       "(pip install 'tritonctl[tensorrt]')")
+    (tmp_path / "tritonctl_broken_lib.py").write_text("raise OSError('libfoo.so: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert isinstance(import_error("tritonctl_broken_lib"), OSError)
+    assert unavailable("tritonctl_broken_lib") == ("the 'tritonctl_broken_lib' package failed to import "
+                                                   "(libfoo.so: cannot open shared object file)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 
 
 class Strategy(str, enum.Enum):
@@ -46,8 +46,6 @@ HELP = (
 """
 
 
-@app.command("analyze", help=HELP,
-             short_help="Find the best serving config of a model by measuring candidate configs under load.")
 def analyze(
     repository: Path = typer.Argument(..., help="The model repository."),
     model: str = typer.Option(..., "-m", "--model", help="The model to tune."),
@@ -142,3 +140,9 @@ def analyze(
         raise typer.Exit(130)
     if result.best is None:
         raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl analyze`` to ``app``."""
+    app.command("analyze", help=HELP,
+                short_help="Find the best serving config of a model by measuring candidate configs under load.")(analyze)

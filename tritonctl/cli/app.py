@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import sys
+import traceback
 
 import typer
 
 from tritonctl import __version__
+from tritonctl.cli import analyze, build, generate, perf, serve, validate
+from tritonctl.cli.errors import CliError
+from tritonctl.optional import missing_dependency
 
-app = typer.Typer(
-    name="tritonctl",
-    help="Build, validate, serve and tune Triton model repositories.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+# The sub-commands, in the order `tritonctl --help` lists them (the order of the workflow); each
+# module's register() adds its own.
+COMMANDS = (validate, generate, build, serve, perf, analyze)
 
 _state: dict = {"debug": False, "command": None}
-
-
-class CliError(Exception):
-    """An error for the user: printed as one line, exit code attached."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def _version(value: bool) -> None:
@@ -34,7 +25,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -44,21 +34,30 @@ def _main(
     _state["command"] = ctx.invoked_subcommand
 
 
-def _register_commands() -> None:
-    from tritonctl.cli import analyze, build, generate, perf, serve, validate  # noqa: F401  (each module adds its command to ``app``)
+def create_app() -> typer.Typer:
+    """The ``tritonctl`` typer application with its global options and every sub-command."""
+    app = typer.Typer(
+        name="tritonctl",
+        help="Build, validate, serve and tune Triton model repositories.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+    )
+    app.callback()(_main)
+    for command in COMMANDS:
+        command.register(app)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register_commands()
     try:
-        app(args=argv)  # click handles usage errors (exit 2) and typer.Exit itself
+        create_app()(args=argv)  # click handles usage errors (exit 2) and typer.Exit itself
     except CliError as exc:
         _fail(str(exc), exc.exit_code, exc)
     except KeyboardInterrupt:
         _fail("interrupted", 130, None)
     except ImportError as exc:
-        from tritonctl.optional import missing_dependency
-
         command = f"tritonctl {_state['command']}" if _state["command"] else "tritonctl"
         missing = missing_dependency(exc, command)
         _fail(str(missing) if missing else f"{type(exc).__name__}: {exc} (run with --debug for the traceback)", 1, exc)
@@ -68,8 +67,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def _fail(message: str, code: int, exc: BaseException | None) -> None:
     if _state["debug"] and exc is not None:
-        import traceback
-
         traceback.print_exception(exc)
     typer.echo(f"error: {message}", err=True)
     sys.exit(code)

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 from tritonctl.cli.generate import Kind
 
 
@@ -49,7 +49,6 @@ same source, options and tool versions reuses the earlier result.
 """
 
 
-@app.command(help=HELP, no_args_is_help=True)
 def build(
     source: str = typer.Argument(..., metavar="SOURCE", show_default=False,
                                  help="ONNX file, TorchScript (.pt), torch.export (.pt2) or module:function."),
@@ -185,3 +184,8 @@ class RichReporter:
 
     def close(self) -> None:
         self._stop_progress()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl build`` to ``app``."""
+    app.command("build", help=HELP, no_args_is_help=True)(build)

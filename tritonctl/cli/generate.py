@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 
 
 class Kind(str, enum.Enum):
@@ -47,7 +47,6 @@ Triton would run it with, after normalization and auto-complete.
 """
 
 
-@app.command(help=HELP, no_args_is_help=True)
 def generate(
     path: Path = typer.Argument(..., metavar="MODEL_FILE", show_default=False,
                                 help="ONNX model or TensorRT plan (a model directory with --effective)."),
@@ -164,3 +163,8 @@ def _print_diagnostics(diagnostics) -> None:
         typer.echo(f"{d.location}: {d.severity.value}[{d.code}]: {d.message}", err=True)
         if d.hint:
             typer.echo(f"  help: {d.hint}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl generate`` to ``app``."""
+    app.command("generate", help=HELP, no_args_is_help=True)(generate)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 
 
 class Protocol(str, enum.Enum):
@@ -38,7 +38,6 @@ the way perf_analyzer does: windows are repeated until the last 3 agree within 1
 """
 
 
-@app.command("perf", help=HELP)
 def perf(
     model: str = typer.Option(..., "-m", "--model", help="Model name."),
     url: str = typer.Option(None, "-u", "--url", help="Server address (default localhost:8000 for http, "
@@ -108,3 +107,8 @@ def perf(
         err.print(f"[yellow]warning:[/yellow] {warning}")
     if any(not level.stable for level in result.levels):
         raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl perf`` to ``app``."""
+    app.command("perf", help=HELP)(perf)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 
 
 class ControlMode(str, enum.Enum):
@@ -50,7 +50,6 @@ Without REPOSITORY, a small example repository (model 'simple') is created and s
 """
 
 
-@app.command("serve", help=HELP)
 def serve(
     repository: Path = typer.Argument(None, help="The model repository (default: the example repository)."),
     http_port: int = typer.Option(8000, "--http-port", help="HTTP port (-1 turns HTTP off)."),
@@ -134,3 +133,8 @@ def _configure_logging(verbose: int, log_format: LogFormat) -> None:
     if not verbose:
         logging.getLogger("uvicorn").setLevel(logging.WARNING)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl serve`` to ``app``."""
+    app.command("serve", help=HELP)(serve)

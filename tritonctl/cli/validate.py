@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from tritonctl.cli.app import CliError, app
+from tritonctl.cli.errors import CliError
 
 
 class OutputFormat(str, enum.Enum):  # the names of tritonctl.repo_schema.render.FORMATS
@@ -63,7 +63,6 @@ remain) after the fixes.
 """
 
 
-@app.command(help=HELP, no_args_is_help=True)
 def validate(
     paths: list[Path] = typer.Argument(None, metavar="PATH...", show_default=False,
                                        help="Repositories, model directories, config files or directories of config files."),
@@ -221,3 +220,8 @@ def _emit(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {output}: {exc.strerror or exc}", 2) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tritonctl validate`` to ``app``."""
+    app.command("validate", help=HELP, no_args_is_help=True)(validate)

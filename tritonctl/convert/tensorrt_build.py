@@ -14,7 +14,7 @@ from typing import Callable
 
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.profiles import ProfileShape
-from tritonctl.optional import PROVIDERS
+from tritonctl.optional import PROVIDERS, import_error
 
 TENSORRT_EXTRA = PROVIDERS["tensorrt"].install
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8")
@@ -69,15 +69,12 @@ def gpu_names() -> list[str]:
 def plan_unavailable() -> str | None:
     """None when this machine can build plans, else a message naming what is missing."""
     missing = []
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
+    error = import_error("tensorrt")
+    if isinstance(error, ModuleNotFoundError):
         missing.append("the 'tensorrt' Python package")
-    except Exception as exc:  # a broken install fails inside its own libraries
-        missing.append(f"a working 'tensorrt' package (importing it failed: {exc})")
-    try:
-        import polygraphy  # noqa: F401
-    except ImportError:
+    elif error is not None:
+        missing.append(f"a working 'tensorrt' package (importing it failed: {error})")
+    if import_error("polygraphy") is not None:
         missing.append("the 'polygraphy' package")
     if not gpu_names():
         missing.append("a CUDA GPU with its driver")

@@ -11,6 +11,7 @@ import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonctl.optional import unavailable
 from tritonctl.repo_schema.modelfiles import LFS_HINT, ModelFileError, ModelIO, TensorInfo, lfs_pointer_problem
 
 # tensorrt.DataType member name -> Triton config type
@@ -51,14 +52,9 @@ def _cuda_device_count() -> int:
 
 def unavailable_reason() -> str | None:
     """None when plans can be deserialized here, else what is missing."""
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
-        from tritonctl.optional import PROVIDERS
-
-        return f"the 'tensorrt' Python package is not installed ({PROVIDERS['tensorrt'].install})"
-    except Exception as exc:  # a broken install raises OSError/RuntimeError from its libraries
-        return f"the 'tensorrt' package failed to import ({exc})"
+    missing = unavailable("tensorrt")
+    if missing is not None:
+        return missing
     if _cuda_device_count() == 0:
         return "no CUDA GPU is visible"
     return None

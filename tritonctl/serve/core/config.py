@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from tritonctl.optional import import_error
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.backend_api import BackendLoadError, CompleteConfig
@@ -31,10 +32,10 @@ class LoadedConfig:
 @lru_cache(maxsize=1)
 def available_gpus() -> tuple[int, ...]:
     """GPU ids usable by onnxruntime here: none unless its CUDA provider and a driver exist."""
-    try:
-        import onnxruntime
-    except ImportError:
+    if import_error("onnxruntime") is not None:
         return ()
+    import onnxruntime
+
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers() or not shutil.which("nvidia-smi"):
         return ()
     try:

@@ -10,6 +10,7 @@ import logging
 
 import numpy as np
 
+from tritonctl.optional import unavailable
 from tritonctl.serve.core.errors import internal, invalid_arg
 
 log = logging.getLogger("tritonctl.serve")
@@ -22,16 +23,12 @@ class CudaIpc:
     here (no cuda-python, no usable GPU), or is None."""
 
     def __init__(self) -> None:
-        self.reason: str | None = None
         self._rt = self._driver = None
-        try:
+        self.reason: str | None = unavailable("cuda.bindings.runtime")
+        if self.reason is None:
             import cuda.bindings.driver as driver
             import cuda.bindings.runtime as runtime
-        except ImportError:
-            from tritonctl.optional import PROVIDERS
 
-            self.reason = f"the cuda-python package is not installed ({PROVIDERS['cuda'].install})"
-        else:
             error, count = runtime.cudaGetDeviceCount()
             if error != runtime.cudaError_t.cudaSuccess or count == 0:
                 self.reason = f"no usable CUDA device ({_error_name(runtime, error)})"
