@@ -154,3 +154,23 @@ def test_a_model_failing_on_generated_inputs_says_what_to_pass(tmp_path):
     assert "invalid expand shape" in last and "--calibration-data" in last and "--no-check" in last
     assert "Traceback" not in done.stderr and "[E:onnxruntime" not in done.stderr
     assert not (tmp_path / "repo" / "expand").exists()
+
+
+def test_an_opset_onnxruntime_no_longer_runs_is_upgraded(tmp_path):
+    # Opset 6's Add (with its broadcast attribute) has no onnxruntime kernel any more.
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["x", "b"], ["y"], broadcast=1)], "old_add",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+         onnx.helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.numpy_helper.from_array(np.arange(3, dtype=np.float32), "b")])
+    source = tmp_path / "old.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 6)], ir_version=3), source)
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "old")
+    assert done.returncode == 0, done.stderr
+    assert "opset: 6 -> 13 (onnxruntime runs opset 7 and newer)" in done.stderr
+    built = onnx.load(str(tmp_path / "repo" / "old" / "1" / "model.onnx"))
+    assert [o.version for o in built.opset_import if o.domain in ("", "ai.onnx")] == [13]
+    x = np.ones((2, 3), dtype=np.float32)
+    out = ort.InferenceSession(built.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(out[0], x + np.arange(3, dtype=np.float32))

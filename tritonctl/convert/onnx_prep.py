@@ -21,6 +21,10 @@ FOLD_LIMIT_BYTES = 16 << 20
 OLDEST_IR_VERSION = 3
 # From this IR version on, initializers need not be graph inputs (and those that are, are overridable).
 INITIALIZERS_APART_IR_VERSION = 4
+# onnxruntime, and so Triton's onnxruntime backend, has kernels for ai.onnx opset 7 and newer;
+# older models are converted to UPGRADE_OPSET by onnx's version converter.
+OLDEST_RUNNABLE_OPSET = 7
+UPGRADE_OPSET = 13
 
 
 @dataclass
@@ -36,6 +40,27 @@ def check_ir_version(model) -> None:
         raise BuildError(f"the ONNX model has IR version {model.ir_version}, from before ONNX versioned its "
                          f"operators (IR version {OLDEST_IR_VERSION}, onnx 1.0); onnxruntime and Triton cannot "
                          "load it. Re-export it from its framework with a current exporter")
+
+
+def default_opset(model) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def upgrade_old_opset(model):
+    """``model`` converted to opset UPGRADE_OPSET when its ai.onnx opset is older than
+    onnxruntime runs; None when it needs no upgrade."""
+    version = default_opset(model)
+    if version is None or version >= OLDEST_RUNNABLE_OPSET:
+        return None
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, UPGRADE_OPSET)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BuildError(f"the ONNX model uses opset {version}, older than the opset {OLDEST_RUNNABLE_OPSET} "
+                         "onnxruntime (and Triton's onnxruntime backend) runs, and onnx's version converter "
+                         f"cannot upgrade it: {reason}. Re-export it with opset {UPGRADE_OPSET} or newer") from None
 
 
 def check(model) -> None:

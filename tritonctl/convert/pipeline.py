@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from tritonctl.convert import accuracy, calibration, manifest
+from tritonctl.convert import accuracy, calibration, manifest, onnx_prep
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.options import DEFAULT_MAX_BATCH_SIZE, BuildOptions, source_kind
 from tritonctl.convert.prepare import PreparedOnnx, batchable, prepare_onnx, specs_for
@@ -86,6 +86,13 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     timer = _Timer(reporter)
     with timer.stage("load source"):
         source = _load(kind, options)
+    if source.onnx_model is not None:
+        upgraded = onnx_prep.upgrade_old_opset(source.onnx_model)
+        if upgraded is not None:
+            reporter.note(f"opset: {onnx_prep.default_opset(source.onnx_model)} -> {onnx_prep.UPGRADE_OPSET} "
+                          f"(onnxruntime runs opset {onnx_prep.OLDEST_RUNNABLE_OPSET} and newer); the accuracy "
+                          "check compares with the upgraded model")
+            source.onnx_model = upgraded
     versions = manifest.tool_versions()
     gpu = None
     if options.format == "plan":

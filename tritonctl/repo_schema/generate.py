@@ -26,7 +26,7 @@ KINDS = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 MAKE_BATCH_DYNAMIC = (
     "To let Triton batch requests, re-export the model with a dynamic first dimension, e.g. "
     "torch.onnx.export(..., dynamic_axes={{'{name}': {{0: 'batch'}}, ...}}), or rewrite the file with "
-    "onnx.tools.update_model_dims.update_inputs_outputs_dims, then run tritonctl generate again")
+    "onnx.tools.update_model_dims.update_inputs_outputs_dims, then run tritonctl generate (or build) again")
 
 
 class GenerateError(Exception):
