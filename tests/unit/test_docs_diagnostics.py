@@ -1,7 +1,7 @@
 """docs/diagnostics.md is exactly what the current tritonctl prints for its ten cases.
 
 When this fails because an output changed on purpose, regenerate the page:
-    python -m tritonctl.repo_schema.render.examples docs/diagnostics.md
+    python -m tritonctl.cli.diagnostics_page docs/diagnostics.md
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonctl.repo_schema.render.examples import CASES, render_page, run_case
+from tritonctl.cli.diagnostics_page import CASES, render_page, run_case
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md"
 
@@ -22,7 +22,7 @@ def test_diagnostics_page_matches_current_output():
     diff = "".join(difflib.unified_diff(current.splitlines(True), expected.splitlines(True),
                                         "docs/diagnostics.md", "generated", n=1))
     assert current == expected, (
-        "docs/diagnostics.md is stale; run `python -m tritonctl.repo_schema.render.examples "
+        "docs/diagnostics.md is stale; run `python -m tritonctl.cli.diagnostics_page "
         f"docs/diagnostics.md`\n{diff}")
 
 
