@@ -217,3 +217,16 @@ def test_unreadable_config_is_one_error_and_the_other_models_are_still_checked(r
     assert found == [("hidden", "TXT08", "cannot read config.pbtxt: Permission denied"),
                      ("locked", "TXT08", "cannot read config.pbtxt: Permission denied")]
     assert report["summary"]["models_checked"] == 3
+
+
+def test_a_config_that_is_not_utf8_is_a_warning_at_the_first_bad_byte(tmp_path, capsys):
+    config = tmp_path / "m" / "config.pbtxt"
+    config.parent.mkdir()
+    config.write_bytes(CLEAN.encode().replace(b"max_batch_size: 8", b"# r\xe9sum\xe9\nmax_batch_size: 8"))
+    code, out, _ = cli(capsys, "validate", str(config), "--format", "json")
+    found = [d for d in json.loads(out)["diagnostics"] if d["code"] != "REPO54"]
+    assert code == 0 and [(d["code"], d["line"], d["column"]) for d in found] == [("TXT54", 2, 4)]
+    assert found[0]["message"] == "config.pbtxt is not UTF-8: byte 0xe9 at line 2, column 4"
+    assert cli(capsys, "validate", str(config), "--strict")[0] == 1
+    config.write_text(CLEAN.replace("max_batch_size: 8", "# résumé\nmax_batch_size: 8"), encoding="utf-8")
+    assert cli(capsys, "validate", str(config), "--strict")[0] == 0

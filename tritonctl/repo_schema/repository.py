@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from tritonctl.repo_schema import textproto
+from tritonctl.repo_schema.diagnostics import Span
 from tritonctl.repo_schema.schema import model_config_pb2
 
 CONFIG_FILENAME = "config.pbtxt"
@@ -39,6 +40,25 @@ def read_config_text(path: Path) -> str:
         if text is not None:
             return text
     return path.read_text(encoding="utf-8", errors="replace")
+
+
+def not_utf8_warning(path: Path) -> textproto.Diagnostic | None:
+    """TXT54 at the first byte of ``path`` that is not UTF-8, or None."""
+    try:
+        raw = path.read_bytes()
+        raw.decode("utf-8")
+        return None
+    except OSError:
+        return None
+    except UnicodeDecodeError as exc:
+        start = exc.start
+    before = raw[:start]
+    line = before.count(b"\n") + 1
+    col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+    return textproto.Diagnostic(
+        textproto.NOT_UTF8, textproto.Severity.WARNING,
+        f"{path.name} is not UTF-8: byte 0x{raw[start]:02x} at line {line}, column {col}", path,
+        Span(line, col, line, col + 1), hint="save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
 
 
 @dataclass(frozen=True)
@@ -137,6 +157,10 @@ class ModelSource:
                      "for the user the server runs as"))
             return result
         result = textproto.parse(text, model_config, self.config_path, self.values)
+        if "\ufffd" in text:
+            warning = not_utf8_warning(self.config_path)
+            if warning is not None:
+                result.diagnostics.append(warning)
         if result.ok and ("max_batch_size",) in result.placeholder_paths:
             # A template that leaves max_batch_size open is a batching model; checked as one
             # with no upper bound (0 would make every batching field look wrong).

@@ -37,6 +37,14 @@ UNREADABLE = register(
     the user the server runs as (for example chmod a+r), and its directories
     searchable (chmod a+x).
     """)
+NOT_UTF8 = register(
+    "TXT54", "config file is not UTF-8", "warning",
+    """
+    The config file has bytes that are not UTF-8, usually a comment or name saved in a
+    legacy encoding such as Latin-1. Protobuf text format is UTF-8: such bytes in a name
+    or string value make it an invalid protobuf string (tritonctl shows them as U+FFFD),
+    and the names Triton reports in JSON are garbled. Save the file as UTF-8.
+    """)
 UNKNOWN_FIELD = register(
     "TXT02", "unknown field", "error",
     """
