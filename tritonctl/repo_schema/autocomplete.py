@@ -21,6 +21,7 @@ from tritonctl.repo_schema.diagnostics import Diagnostic, code_info, register
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.normalize import core_normalize
 from tritonctl.repo_schema import python_autocomplete as pyac
+from tritonctl.repo_schema.examples import AUTO_COMPLETE, H, ORT_FIXED, OUT, Example
 from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, PythonCompletion, complete_config
 from tritonctl.repo_schema.repository import ModelSource, version_dirs
 from tritonctl.repo_schema.schema import data_type_value, model_config_pb2
@@ -41,7 +42,8 @@ NOT_BATCHABLE = register(
     '<m>': model does not support batching while non-zero max_batch_size is specified".
     Fix it by setting max_batch_size: 0 (dims are then the full tensor shapes), or by
     exporting the model with a dynamic first (batch) dimension.
-    """, "BE-ORT-04")
+    """, "BE-ORT-04",
+    example=Example('backend: "onnxruntime"\nmax_batch_size: 8\n', files=("1/",), onnx=ORT_FIXED))
 MODEL_FILE_UNREADABLE = register(
     "AC02", "auto-complete cannot read the model file", "error",
     """
@@ -89,7 +91,12 @@ PYTHON_AUTOCOMPLETE_FAILED = register(
     model.py fails to import; each fails the model. tritonctl runs auto_complete_config the
     same way, in a separate process, and quotes Triton's error. Make the config and the model
     agree, or fix model.py. `--no-exec` skips running model code.
-    """, "BE-PY-02")
+    """, "BE-PY-02",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n' + OUT,
+        files=(("1/model.py", AUTO_COMPLETE % 'config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", '
+                '"dims": [4]})'),),
+    ))
 PYTHON_AUTOCOMPLETE_STUCK = register(
     "AC05", "a Python model's auto_complete_config hangs or crashes", "error",
     """
@@ -108,7 +115,11 @@ PYTHON_AUTOCOMPLETE_NOT_RUN = register(
     running server has. Inputs, outputs, max_batch_size, dynamic batching and the
     transaction policy it may fill in are then not checked (a missing data_type or dims is
     not reported). Install the model's packages, or drop `--no-exec`, to check them.
-    """, "BE-PY-02")
+    """, "BE-PY-02",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 } ]\n' + OUT,
+        files=(("1/model.py", "import tensorrt_llm_runtime_helpers\n\n" + AUTO_COMPLETE % "pass"),),
+    ))
 DALI_AUTOCOMPLETE_NOT_EVALUATED = register(
     "AC53", "DALI fills in this config from its pipeline; not checked", "info",
     """
@@ -119,7 +130,8 @@ DALI_AUTOCOMPLETE_NOT_EVALUATED = register(
     pipeline provides is not checked here; a data_type or dims the pipeline does not declare
     still fails at load ("Missing data_type config for ..."). List them in config.pbtxt to
     have them checked.
-    """)
+    """,
+    example=Example('backend: "dali"\nmax_batch_size: 8\n', files=(("1/dali.py", "# @autoserialize pipeline\n"),)))
 
 
 @dataclass(frozen=True)

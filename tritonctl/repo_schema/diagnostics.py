@@ -1,8 +1,9 @@
 """Diagnostics as data: every problem tritonctl reports is a ``Diagnostic``.
 
 Rules create them, renderers (text, JSON, SARIF, GitHub) print them. Each code is
-registered once with a title, a default severity and a long explanation that
-``tritonctl validate --explain CODE`` prints.
+registered once, beside the rule that reports it, with a title, a default severity, a long
+explanation and an example (a small model that makes tritonctl report it), which
+``tritonctl validate --explain CODE`` prints and runs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from tritonctl.repo_schema.examples import Example
 
 
 class Severity(str, enum.Enum):
@@ -43,6 +46,7 @@ class CodeInfo:
     explanation: str
     triton_rule: str = ""  # the rule ID in Triton's behaviour catalogue, when it mirrors one
     fix: str = ""  # what `tritonctl validate --fix` does about it; empty when it is never fixed automatically
+    example: Example | None = None  # a small model that makes tritonctl report the code (--explain runs it)
 
 
 @dataclass
@@ -83,11 +87,13 @@ class Diagnostic:
 _REGISTRY: dict[str, CodeInfo] = {}
 
 
-def register(code: str, title: str, severity: Severity | str, explanation: str, triton_rule: str = "") -> str:
-    """Declare a diagnostic code. Returns the code so modules can keep it as a constant."""
+def register(code: str, title: str, severity: Severity | str, explanation: str, triton_rule: str = "",
+             example: Example | None = None) -> str:
+    """Declare a diagnostic code, with the example ``--explain`` shows for it. Returns the code so
+    modules can keep it as a constant."""
     if code in _REGISTRY:
         raise ValueError(f"diagnostic code {code} registered twice")
-    _REGISTRY[code] = CodeInfo(code, title, Severity(severity), explanation.strip(), triton_rule)
+    _REGISTRY[code] = CodeInfo(code, title, Severity(severity), explanation.strip(), triton_rule, example=example)
     return code
 
 

@@ -19,6 +19,7 @@ from google.protobuf import descriptor as _d
 from google.protobuf import message_factory, text_encoding
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, register
+from tritonctl.repo_schema.examples import IO, Example
 from tritonctl.repo_schema.sourcemap import SourceMap
 
 SYNTAX = register(
@@ -28,7 +29,10 @@ SYNTAX = register(
     Triton only says "failed to read text proto from <path>" in the load API; the
     real reason is on a separate libprotobuf log line. Typical causes: a missing or
     extra brace, a missing colon after a scalar field, an unterminated string.
-    """, "TXT-01")
+    """, "TXT-01",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\ninput [\n  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }\n'
+    ))
 UNREADABLE = register(
     "TXT08", "config file cannot be read", "error",
     """
@@ -52,21 +56,28 @@ UNKNOWN_FIELD = register(
     Triton refuses the whole file. Configs use `input`/`output`/`data_type`/`dims`
     and `TYPE_FP32`; the metadata and HTTP APIs use `inputs`/`datatype`/`shape` and
     `FP32` - mixing the two vocabularies is the most common cause.
-    """, "TXT-02")
+    """, "TXT-02",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\ninputs [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    ))
 WRONG_TYPE = register(
     "TXT03", "value of the wrong type", "error",
     """
     Each field has a type: integers must be integers in range (unsigned fields take
     no minus sign), strings must be quoted, booleans are true/false, messages are
     written in braces. Triton fails with "Expected integer, got: ..." and similar.
-    """, "TXT-03")
+    """, "TXT-03",
+    example=Example('backend: "python"\nmax_batch_size: "8"\n' + IO))
 UNKNOWN_ENUM = register(
     "TXT04", "unknown enum value", "error",
     """
     Enum values must be written exactly as declared (case-sensitive), or as their
     number: data types are TYPE_BOOL, TYPE_UINT8 ... TYPE_FP16, TYPE_FP32, TYPE_FP64,
     TYPE_STRING, TYPE_BF16; instance kinds are KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL.
-    """, "TXT-04")
+    """, "TXT-04",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: FP32 dims: [ 4 ] } ]\n'
+    ))
 ONEOF_CONFLICT = register(
     "TXT05", "two members of a oneof are set", "error",
     """
@@ -74,13 +85,15 @@ ONEOF_CONFLICT = register(
     ensemble_scheduling (scheduling_choice); latest/all/specific in version_policy;
     direct/oldest in sequence_batching; zero_data/data_file in initial_state;
     zero_data/random_data/input_data_file in warmup inputs. Keep exactly one.
-    """, "TXT-05")
+    """, "TXT-05",
+    example=Example('backend: "python"\nmax_batch_size: 8\ndynamic_batching { }\nsequence_batching { }\n' + IO))
 DUPLICATE_FIELD = register(
     "TXT06", "non-repeated field written twice", "error",
     """
     A field that holds one value was written twice in the same message. protobuf's
     parser refuses this, so Triton does not load the model. Remove one of them.
-    """, "TXT-06")
+    """, "TXT-06",
+    example=Example('backend: "python"\nmax_batch_size: 8\nmax_batch_size: 16\n' + IO))
 BAD_MAP_ENTRY = register(
     "TXT07", "malformed map entry", "error",
     """
@@ -88,7 +101,8 @@ BAD_MAP_ENTRY = register(
     warmup inputs, accelerator parameters, priority_queue_policy) are written as
     entries `{ key: ... value: ... }`. For `parameters` the value is a message:
     parameters { key: "K" value { string_value: "V" } }.
-    """, "TXT-07")
+    """, "TXT-07",
+    example=Example('backend: "python"\nmax_batch_size: 8\nparameters { value { string_value: "on" } }\n' + IO))
 PLACEHOLDER = register(
     "TXT11", "unfilled template placeholder", "error",
     """
@@ -98,13 +112,18 @@ PLACEHOLDER = register(
     placeholder is one error and the rest of the file is still checked, with the field
     left unset (a placeholder max_batch_size counts as batching).
     `tritonctl validate --set NAME=VALUE` fills placeholders before checking.
-    """, "TXT-03")
+    """, "TXT-03",
+    example=Example('backend: "python"\nmax_batch_size: ${max_batch_size}\n' + IO))
 PLACEHOLDER_IN_STRING = register(
     "TXT51", "template placeholder inside a string", "warning",
     """
     A quoted string contains `${...}`. Triton accepts it as literal text, which is
     almost never what was meant: the template was probably not filled in.
-    """, "NC-15")
+    """, "NC-15",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\nparameters { key: "engine" value { '
+        'string_value: "${engine_dir}/rank0.engine" } }\n' + IO
+    ))
 PARAMETER_PLACEHOLDERS = register(
     "TXT53", "parameters left as template placeholders", "info",
     """
@@ -112,13 +131,21 @@ PARAMETER_PLACEHOLDERS = register(
     after tools/fill_template.py has filled the required ones, and its models read such
     a value as unset. Triton passes the text on as it is. This note lists them once;
     fill any you meant to set with --set NAME=VALUE (or fill_template.py).
-    """, "NC-15")
+    """, "NC-15",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\nparameters { key: "engine_dir" value { '
+        'string_value: "${engine_dir}" } }\n' + IO
+    ))
 DUPLICATE_MAP_KEY = register(
     "TXT52", "map key written twice", "warning",
     """
     In protobuf text format the last entry with a key silently wins, so the earlier
     value is ignored without any message from Triton.
-    """, "TXT-07")
+    """, "TXT-07",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 8\nparameters { key: "mode" value { string_value: "a" } }\n'
+        'parameters { key: "mode" value { string_value: "b" } }\n' + IO
+    ))
 
 _TOKEN = re.compile(
     r"""

@@ -1,4 +1,4 @@
-"""Running the small broken models that ``--explain`` shows (example_catalog.py).
+"""Running the small broken model ``--explain`` shows with a code (its ``CodeInfo.example``).
 
 The output shown with an example is never written down: ``example_output`` builds
 the model in a temporary repository and runs the real validator on it, so the
@@ -13,7 +13,10 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Iterator
+
+from tritonctl.repo_schema.diagnostics import code_info
+from tritonctl.repo_schema.examples import Example, FileSpec
 
 MODEL_PY = '''import triton_python_backend_utils as pb_utils
 
@@ -22,48 +25,6 @@ class TritonPythonModel:
     def execute(self, requests):
         return [pb_utils.InferenceResponse(output_tensors=[]) for _ in requests]
 '''
-
-FileSpec = Union[str, tuple[str, str]]  # a path (empty file, model.py gets MODEL_PY), or (path, content)
-
-
-@dataclass(frozen=True)
-class OnnxModel:
-    """An ONNX graph with these inputs and outputs: (name, ONNX element type, shape)."""
-
-    inputs: tuple[tuple[str, str, tuple], ...]
-    outputs: tuple[tuple[str, str, tuple], ...]
-
-    def save(self, path: Path) -> None:
-        import onnx
-        from onnx import TensorProto, helper
-
-        def info(name: str, elem: str, shape: tuple):
-            return helper.make_tensor_value_info(name, getattr(TensorProto, elem), list(shape))
-
-        nodes = [helper.make_node("Identity", [self.inputs[min(i, len(self.inputs) - 1)][0]], [out[0]])
-                 for i, out in enumerate(self.outputs)]
-        graph = helper.make_graph(nodes, "example", [info(*i) for i in self.inputs],
-                                  [info(*o) for o in self.outputs])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-
-
-@dataclass(frozen=True)
-class Sibling:
-    """Another model in the example's repository; config None leaves out config.pbtxt."""
-
-    name: str
-    config: str | None
-    files: tuple[FileSpec, ...] = ("1/model.py",)
-
-
-@dataclass(frozen=True)
-class Example:
-    config: str | None  # None: the model directory has no config.pbtxt
-    model: str = "my_model"
-    files: tuple[FileSpec, ...] = ("1/model.py",)  # in the model directory; a trailing '/' makes a directory
-    siblings: tuple[Sibling, ...] = ()
-    onnx: OnnxModel | None = None  # written as 1/model.onnx
 
 
 def write_model(model_dir: Path, config: str | None, files: tuple[FileSpec, ...] = ("1/model.py",)) -> None:
@@ -113,12 +74,11 @@ class ExampleRun:
 
 def example_output(code: str) -> ExampleRun | None:
     """Build the example for ``code`` in a temporary directory and validate it; None
-    when the catalogue has no example for the code."""
-    from tritonctl.repo_schema.render.example_catalog import EXAMPLES
+    when the code has no example."""
     from tritonctl.repo_schema.render.text import render_text
     from tritonctl.repo_schema.validate import ValidationReport, validate_paths
 
-    example = EXAMPLES.get(code)
+    example = code_info(code).example
     if example is None:
         return None
     with tempfile.TemporaryDirectory(prefix="tritonctl-explain-") as tmp:
@@ -138,7 +98,6 @@ def example_output(code: str) -> ExampleRun | None:
 
 def _fix_diff(code: str) -> str:
     """The diff ``--fix`` makes for this code alone, in the current directory's models/."""
-    from tritonctl.repo_schema.diagnostics import code_info
     from tritonctl.repo_schema.validate import ValidationReport, validate_paths
 
     if not code_info(code).fix:

@@ -8,6 +8,7 @@ value outside BatchInput.Kind / BatchOutput.Kind (TXT04).
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, PT, TRT, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -16,29 +17,55 @@ SOURCE_COUNT = register("BIO01", "batch input needs exactly one source_input", "
     Every batch input kind describes one real input of the batch (its element counts or
     shapes), named by exactly one `source_input`. Triton: "batch input kind '<KIND>'
     expects 1 source input, got <n>".
-    """, "BIO-01")
+    """, "BIO-01",
+    example=Example(
+        H + IO + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "COUNT" data_type: TYPE_INT32 } ]\n'
+    ))
 BATCH_INPUT_TYPE = register("BIO03", "batch input data type must be TYPE_INT32 or TYPE_FP32", "error", """
     Triton fills batch inputs itself and only knows how to write 32-bit integers or
     floats: "batch input data type must be TYPE_INT32 or TYPE_FP32".
-    """, "BIO-03")
+    """, "BIO-03",
+    example=Example(
+        H
+        + IO
+        + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "COUNT" data_type: TYPE_INT64 source_input: "INPUT0" } ]\n'
+    ))
 UNKNOWN_SOURCE = register("BIO04", "source_input is not a configured input", "error", """
     A batch input or batch output's `source_input` must name one of the model's `input`
     entries. Triton: "unknown source input name '<name>'".
-    """, "BIO-04")
+    """, "BIO-04",
+    example=Example(
+        H
+        + IO
+        + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "COUNT" data_type: TYPE_INT32 source_input: "IMAGE" } ]\n'
+    ))
 OUTPUT_SOURCE_COUNT = register("BIO05", "batch output needs exactly one source_input", "error", """
     BATCH_SCATTER_WITH_INPUT_SHAPE splits the output along the shapes of one input, named
     by exactly one `source_input`. Triton: "batch output kind
     'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source input, got <n>".
-    """, "BIO-05")
+    """, "BIO-05",
+    example=Example(
+        H + IO + 'batch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE } ]\n'
+    ))
 BAD_TARGET = register("BIO06", "batch output target is not a configured output, or repeated", "error", """
     Each `target_name` of a batch output must be one of the model's `output` entries
     ("unknown target output name '<name>'") and may appear only once in that batch
     output ("target output name '<name>' can only be specified once").
-    """, "BIO-06")
+    """, "BIO-06",
+    example=Example(
+        H
+        + IO
+        + 'batch_output [ { target_name: "SCORES" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" } ]\n'
+    ))
 SHAPE_TENSOR_TARGET = register("BIO07", "batch output on a TensorRT shape tensor", "error", """
     The TensorRT backend cannot scatter a shape binding back to requests, so a batch
     output whose target is an output marked is_shape_tensor is refused.
-    """, "BIO-07")
+    """, "BIO-07",
+    example=Example(
+        TRT
+        + 'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]\nbatch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" } ]\n',
+        files=("1/model.plan",),
+    ))
 RAGGED_WITHOUT_BATCH_INPUT = register("BIO50", "ragged input without a batch input describing it", "warning", """
     With allow_ragged_batch the backend receives the requests of a batch concatenated
     into one flat tensor and cannot tell where one request ends unless a batch_input
@@ -47,7 +74,14 @@ RAGGED_WITHOUT_BATCH_INPUT = register("BIO50", "ragged input without a batch inp
     Only the backends that build one batch tensor are concerned (ONNX Runtime, TensorRT,
     PyTorch, TensorFlow, OpenVINO); Python, DALI, TensorRT-LLM and other backends that
     take the requests one by one see each request's own tensor.
-    """, "NC-12")
+    """, "NC-12",
+    example=Example(
+        PT
+        + 'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+        + 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        + "dynamic_batching { }\n",
+        files=("1/model.pt",),
+    ))
 # Backends that concatenate the requests of a batch into one tensor.
 CONCATENATING_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch", "tensorflow", "openvino"})
 

@@ -6,6 +6,7 @@ Sequence models with a response cache are the sequence rules' finding (SB-01).
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, Example
 from tritonctl.repo_schema.rules import model_rule
 
 CACHE_WITH_DECOUPLED = register(
@@ -15,7 +16,8 @@ CACHE_WITH_DECOUPLED = register(
     cache cannot store. Triton refuses the combination: "Response Cache does not
     currently support model <m> with 'decoupled' transaction policy". Disable one of
     the two.
-    """, "RC-01")
+    """, "RC-01",
+    example=Example(H + IO + "model_transaction_policy { decoupled: true }\nresponse_cache { enable: true }\n"))
 CACHE_NEEDS_SERVER = register(
     "RC50", "response cache needs a server-side cache", "warning",
     """
@@ -23,7 +25,8 @@ CACHE_NEEDS_SERVER = register(
     with a cache, for example `--cache-config local,size=1048576`; without one Triton
     silently serves every request uncached. tritonctl cannot see the server's flags:
     ignore this warning (--ignore RC50) when the server has a cache configured.
-    """, "RC-03")
+    """, "RC-03",
+    example=Example(H + IO + "response_cache { enable: true }\n"))
 DECOUPLED_CLIENTS = register(
     "RC51", "decoupled model needs streaming clients", "info",
     """
@@ -31,7 +34,8 @@ DECOUPLED_CLIENTS = register(
     through gRPC streaming (tritonclient's start_stream / async_stream_infer) or the
     generate endpoints. HTTP /infer and unary gRPC ModelInfer fail at request time:
     "ModelInfer RPC doesn't support models with decoupled transaction policy".
-    """, "RC-04")
+    """, "RC-04",
+    example=Example(H + IO + "model_transaction_policy { decoupled: true }\n"))
 
 
 @model_rule

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, Example
 from tritonctl.repo_schema.rules import model_rule
 
 DELAY = 1  # ModelQueuePolicy.TimeoutAction.DELAY
@@ -21,48 +22,71 @@ PREFERRED_SIZE = register("DB01", "preferred batch size out of range", "error", 
     auto-complete fills in max_batch_size, so a config that lists preferred sizes but
     leaves max_batch_size out (0) is refused even if the backend would choose a larger
     value later: set max_batch_size explicitly.
-    """, "DB-01")
+    """, "DB-01",
+    example=Example(H + IO + "dynamic_batching { preferred_batch_size: [ 4, 16 ] }\n"))
 DEFAULT_PRIORITY = register("DB02", "default priority level out of range", "error", """
     With priority_levels: N, requests without a priority go to default_priority_level,
     which must be between 1 and N: "default priority level must be in range [1, N]".
-    """, "DB-02")
+    """, "DB-02",
+    example=Example(H + IO + "dynamic_batching { priority_levels: 2 default_priority_level: 3 }\n"))
 QUEUE_POLICY_LEVEL = register("DB03", "priority queue policy for a level that does not exist", "error", """
     priority_queue_policy keys are priority levels, 1 to priority_levels: "priority queue
     policy must have priority level in range [1, N]".
-    """, "DB-03")
+    """, "DB-03",
+    example=Example(
+        H
+        + IO
+        + "dynamic_batching {\n  priority_levels: 2\n  default_priority_level: 1\n  priority_queue_policy { key: 5 value { max_queue_size: 10 } }\n}\n"
+    ))
 ORDERING_PRIORITIES = register("DB04", "preserve_ordering with several priority levels", "error", """
     Responses cannot come back in request order when higher priorities overtake lower
     ones: "Only one priority level is allowed when 'preserve_ordering' is true".
-    """, "DB-04")
+    """, "DB-04",
+    example=Example(
+        H + IO + "dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }\n"
+    ))
 ORDERING_DELAY = register("DB05", "preserve_ordering with a DELAY timeout action", "error", """
     A queue policy whose timeout action is DELAY (with a non-zero default timeout) moves
     timed-out requests behind others, which breaks the order preserve_ordering promises:
     "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true".
     Use REJECT, or drop preserve_ordering.
-    """, "DB-05")
+    """, "DB-05",
+    example=Example(
+        H
+        + IO
+        + "dynamic_batching {\n  preserve_ordering: true\n  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 1000 }\n}\n"
+    ))
 BATCH_STRATEGY = register("DB06", "custom batching library misconfigured", "error", """
     The parameter TRITON_BATCH_STRATEGY_PATH names a custom batching library for the
     dynamic batcher. Triton refuses it with sequence batching ("TRITON_BATCH_STRATEGY_PATH
     cannot be specified with sequence batcher"), when the path escapes the model
     repository ("Batching library path escapes model repository.") and when the file does
     not exist ("Batching library path not found").
-    """, "DB-06")
+    """, "DB-06",
+    example=Example(
+        H
+        + IO
+        + 'dynamic_batching { }\nparameters { key: "TRITON_BATCH_STRATEGY_PATH" value { string_value: "../../libbatch.so" } }\n'
+    ))
 BATCHING_WITHOUT_BATCH = register("DB50", "dynamic_batching on a model without batching", "warning", """
     dynamic_batching groups requests along the batch dimension, which a model with
     max_batch_size: 0 does not have. Triton loads it, but clients that send a batch
     dimension then fail ("unexpected shape for input ... Expected [4], got [1,4]").
     Set max_batch_size > 0 (and drop the batch dimension from dims), or remove
     dynamic_batching.
-    """, "NC-07")
+    """, "NC-07",
+    example=Example('backend: "python"\nmax_batch_size: 0\n' + IO + "dynamic_batching { }\n"))
 DUPLICATE_PREFERRED = register("DB51", "preferred batch size listed twice", "warning", """
     A repeated preferred_batch_size has no effect; it usually hides a typo for another
     size. List each size once.
-    """, "NC-07")
+    """, "NC-07",
+    example=Example(H + IO + "dynamic_batching { preferred_batch_size: [ 4, 4 ] }\n"))
 PRIORITY_WITHOUT_LEVELS = register("DB52", "priority settings without priority levels", "warning", """
     default_priority_level and priority_queue_policy only apply when priority_levels is
     set; with priority_levels: 0 Triton silently ignores them. Set priority_levels, or
     remove them.
-    """, "NC-07")
+    """, "NC-07",
+    example=Example(H + IO + "dynamic_batching { default_priority_level: 1 }\n"))
 
 
 def _check_preferred_sizes(ctx) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from tritonctl.repo_schema.context import ENSEMBLE_MEMBERS
 from tritonctl.repo_schema.diagnostics import Severity, register
+from tritonctl.repo_schema.examples import ADD, ENS, IN, IO, OUT, Example, Sibling, ensemble, ensemble_step
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.layout import versions_to_load
 
@@ -21,19 +22,36 @@ OPTIMIZATION_SET = register(
     An ensemble runs no model code of its own, so it has nothing to optimize; Triton
     refuses it: "optimization should not be specified for ensemble '<m>'". Set
     optimization on the composing models instead and remove it here.
-    """, "ENS-01")
+    """, "ENS-01",
+    example=Example(
+        'platform: "ensemble"\nmax_batch_size: 8\n'
+        + IO
+        + 'optimization { input_pinned_memory { enable: false } }\nensemble_scheduling { step [ { model_name: "missing" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n',
+        files=("1/",),
+    ))
 WARMUP_SET = register(
     "ENS02", "model_warmup set on an ensemble", "error",
     """
     Triton refuses warmup on ensembles: "model_warmup can not be specified for
     ensemble '<m>'". Warm up the composing models in their own configs instead.
-    """, "ENS-02")
+    """, "ENS-02",
+    example=Example(
+        ensemble(
+            ensemble_step(),
+            top='model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n',
+        ),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 NO_STEP = register(
     "ENS03", "ensemble without steps", "error",
     """
     An ensemble is a pipeline of steps; with none Triton refuses it: "must specify
     'step' for ensemble '<m>'". Add ensemble_scheduling { step [ ... ] }.
-    """, "ENS-03")
+    """, "ENS-03",
+    example=Example(
+        'platform: "ensemble"\nmax_batch_size: 8\n' + IO + "ensemble_scheduling { }\n", files=("1/",)
+    ))
 INCOMPLETE_STEP = register(
     "ENS04", "ensemble step without model_name, input_map or output_map", "error",
     """
@@ -41,7 +59,14 @@ INCOMPLETE_STEP = register(
     (input_map) and the model's outputs to ensemble tensors (output_map). Triton
     refuses a step missing any of them: "must specify 'model_name'|'input_map'|
     'output_map' in step <i> of ensemble '<m>'".
-    """, "ENS-04")
+    """, "ENS-04",
+    example=Example(
+        ENS
+        + IO
+        + 'ensemble_scheduling {\n  step [ { model_name: "add" model_version: -1 input_map { key: "A" value: "INPUT0" } } ]\n}\n',
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 WRITTEN_TWICE = register(
     "ENS05", "ensemble tensor written by two output_map entries", "error",
     """
@@ -49,14 +74,24 @@ WRITTEN_TWICE = register(
     is the value of more than one output_map entry: "ensemble tensor '<t>' can appear
     in an output map only once for ensemble '<m>' step <i>". Give each output its own
     ensemble tensor name.
-    """, "ENS-05")
+    """, "ENS-05",
+    example=Example(ensemble(ensemble_step(), ensemble_step()), files=("1/",), siblings=(ADD,)))
 INPUT_UNUSED = register(
     "ENS07", "ensemble input not used by any step", "error",
     """
     Every ensemble input must feed at least one step. Triton refuses the ensemble:
     "ensemble input '<i>' for ensemble <m>' is not used". Map it in some step's
     input_map, or remove it from the ensemble's inputs.
-    """, "ENS-07")
+    """, "ENS-07",
+    example=Example(
+        ensemble(
+            ensemble_step(),
+            head='input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "EXTRA" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+            + OUT,
+        ),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 OUTPUT_NOT_WRITTEN = register(
     "ENS08", "ensemble output is never produced", "error",
     """
@@ -66,7 +101,17 @@ OUTPUT_NOT_WRITTEN = register(
     ensemble '<m>' is not written" (sometimes naming one unconnected tensor);
     tritonctl names the step and the input that nothing feeds, which is usually a
     misspelled tensor name.
-    """, "ENS-08")
+    """, "ENS-08",
+    example=Example(
+        ensemble(
+            ensemble_step(o='key: "SUM" value: "tmp"'),
+            ensemble_step(i='key: "A" value: "tmp"', o='key: "SUM" value: "OUTPUT1"'),
+            head=IN
+            + 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        ),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 TENSOR_UNUSED = register(
     "ENS09", "ensemble tensor is unused or never written", "error",
     """
@@ -74,20 +119,31 @@ TENSOR_UNUSED = register(
     by at least one step. Triton refuses the ensemble: "ensemble tensor '<t>' is
     unused in ensemble '<m>'". Map only the step outputs you consume (a model's extra
     outputs need no output_map entry), or make the tensor an ensemble output.
-    """, "ENS-09")
+    """, "ENS-09",
+    example=Example(ensemble(ensemble_step(), ensemble_step(o='key: "SUM" value: "unused"')), files=("1/",), siblings=(ADD,)))
 MODEL_MISSING = register(
     "ENS10", "ensemble step names a model that is not in the repository", "error",
     """
     Each step's model_name must be a model of the repository. Triton refuses the
     ensemble: "ensemble <m> contains models that are not available or ambiguous:
     <list>". Check the spelling against the model directory names.
-    """, "ENS-10")
+    """, "ENS-10",
+    example=Example(
+        'platform: "ensemble"\nmax_batch_size: 8\n'
+        + IO
+        + 'ensemble_scheduling { step [ { model_name: "resnet" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n',
+        files=("1/",),
+    ))
 CIRCULAR = register(
     "ENS11", "circular dependency between ensembles", "error",
     """
     An ensemble cannot use itself, directly or through other ensembles. Triton
     refuses it: "circular dependency between ensembles: A -> ... -> A".
-    """, "ENS-11")
+    """, "ENS-11",
+    example=Example(
+        ensemble(ensemble_step(model="my_model", i='key: "INPUT0" value: "INPUT0"', o='key: "OUTPUT0" value: "OUTPUT0"')),
+        files=("1/",),
+    ))
 DEPENDENCY_UNAVAILABLE = register(
     "ENS12", "composing model or its required version will not load", "error",
     """
@@ -97,13 +153,19 @@ DEPENDENCY_UNAVAILABLE = register(
     loaded" unless a version directory 0 exists. Use model_version: -1 for the latest
     loaded version. A composing model that fails to load fails the ensemble too
     ("depends on '<x>' which is not valid").
-    """, "ENS-12")
+    """, "ENS-12",
+    example=Example(
+        ensemble(ensemble_step()),
+        files=("1/",),
+        siblings=(Sibling("add", ADD.config.replace("max_batch_size: 8", "max_batch_size: -1")),),
+    ))
 NAMESPACE_SET = register(
     "ENS50", "step.model_namespace is set", "warning",
     """
     model_namespace is reserved: Triton overwrites it with the namespace it resolves
     for the composing model, so a value written here has no effect. Remove it.
-    """, "NC-11")
+    """, "NC-11",
+    example=Example(ensemble(ensemble_step(extra=' model_namespace: "ns"')), files=("1/",), siblings=(ADD,)))
 
 
 @dataclass

@@ -10,6 +10,7 @@ import difflib
 from dataclasses import dataclass
 
 from tritonctl.repo_schema.diagnostics import Severity, code_info, register
+from tritonctl.repo_schema.examples import ADD, DECOUPLED, H, IO, OUT, Example, Sibling, ensemble, ensemble_step
 from tritonctl.repo_schema.rules.ensemble import STEP, Dataflow, cycle_from
 from tritonctl.repo_schema.rules.layout import versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
@@ -21,28 +22,46 @@ BATCH_TOO_SMALL = register(
     accept the ensemble's max_batch_size. Triton refuses: "ensemble <m> allows maximum
     batch size N, but it contains model <x> which only allows maximum batch size to
     be K". Non-batching composing models (max_batch_size 0) are allowed.
-    """, "ENS-13")
+    """, "ENS-13",
+    example=Example(
+        ensemble(ensemble_step(), head=IO).replace("max_batch_size: 8", "max_batch_size: 32", 1),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 UNKNOWN_MODEL_INPUT = register(
     "ENS14", "input_map key is not an input of the composing model", "error",
     """
     input_map keys are the composing model's input names; values are ensemble tensors.
     Triton refuses a key the model does not have: "ensemble tensor <t> is mapping to
     non-existing input <k> in model <x>". Keys and values are easy to swap.
-    """, "ENS-14")
+    """, "ENS-14",
+    example=Example(ensemble(ensemble_step(i='key: "B" value: "INPUT0"')), files=("1/",), siblings=(ADD,)))
 UNMAPPED_MODEL_INPUT = register(
     "ENS15", "composing model input not mapped", "error",
     """
     Every input of a composing model that is not marked optional must get an ensemble
     tensor in the step's input_map. Triton refuses: "input <k> in model <x> is not
     mapped to any ensemble tensors".
-    """, "ENS-15")
+    """, "ENS-15",
+    example=Example(
+        ensemble(ensemble_step()),
+        files=("1/",),
+        siblings=(
+            Sibling(
+                "add",
+                H + 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "B" data_type: TYPE_FP32 '
+                'dims: [ 4 ] } ]\noutput [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+        ),
+    ))
 UNKNOWN_MODEL_OUTPUT = register(
     "ENS16", "output_map key is not an output of the composing model", "error",
     """
     output_map keys are the composing model's output names; values are ensemble
     tensors. Triton refuses a key the model does not have: "ensemble tensor <t> is
     mapped from non-existing output <k> in model <x>".
-    """, "ENS-16")
+    """, "ENS-16",
+    example=Example(ensemble(ensemble_step(o='key: "TOTAL" value: "OUTPUT0"')), files=("1/",), siblings=(ADD,)))
 DTYPE_MISMATCH = register(
     "ENS17", "data type differs along an ensemble tensor", "error",
     """
@@ -50,7 +69,12 @@ DTYPE_MISMATCH = register(
     including the ensemble's own inputs and outputs. Triton refuses: "ensemble tensor
     <t>: inconsistent data type: TYPE_A is inferred from model X while TYPE_B is
     inferred from model Y". Make the types agree, or add a step that casts.
-    """, "ENS-17")
+    """, "ENS-17",
+    example=Example(
+        ensemble(ensemble_step(), head='input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n' + OUT),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 SHAPE_MISMATCH = register(
     "ENS18", "shape differs along an ensemble tensor", "error",
     """
@@ -60,7 +84,12 @@ SHAPE_MISMATCH = register(
     and outputs count with their reshape when they have one. Triton refuses: "ensemble
     tensor <t>: inconsistent shape: [..] is inferred from model X while [..] is
     inferred from model Y".
-    """, "ENS-18")
+    """, "ENS-18",
+    example=Example(
+        ensemble(ensemble_step(), head='input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 8 ] } ]\n' + OUT),
+        files=("1/",),
+        siblings=(ADD,),
+    ))
 DECOUPLED_BRANCHES = register(
     "ENS19", "step receives inputs from different decoupled models", "error",
     """
@@ -68,7 +97,36 @@ DECOUPLED_BRANCHES = register(
     different decoupled models (or from one and the ensemble input) cannot be paired.
     Triton refuses: "step of model '<x>' receives inputs originated from different
     decoupled models".
-    """, "ENS-19")
+    """, "ENS-19",
+    example=Example(
+        ensemble(
+            ensemble_step(model="gen_a", i='key: "A" value: "INPUT0"', o='key: "OUT" value: "a"'),
+            ensemble_step(model="gen_b", i='key: "A" value: "INPUT0"', o='key: "OUT" value: "b"'),
+            ensemble_step(
+                model="join",
+                i='key: "X" value: "a" } input_map { key: "Y" value: "b"',
+                o='key: "Z" value: "OUTPUT0"',
+            ),
+        ),
+        files=("1/",),
+        siblings=(
+            Sibling(
+                "gen_a",
+                DECOUPLED
+                + 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+            Sibling(
+                "gen_b",
+                DECOUPLED
+                + 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+            Sibling(
+                "join",
+                H
+                + 'input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Z" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+            ),
+        ),
+    ))
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tritonctl.repo_schema.context import DATA_FILES
 from tritonctl.repo_schema.datatypes import BY_CONFIG
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, ONNX, STATE, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name, element_count
 
@@ -16,44 +17,82 @@ KIND_GPU = 1
 SEVERAL_INITIAL = register("ST01", "state with more than one initial_state", "error", """
     A state starts from at most one initial value. Triton: "initial_state field for
     state input '<name>' must contain exactly one or zero element".
-    """, "ST-01")
+    """, "ST-01",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { name: "a" data_type: TYPE_FP32 dims: [ 4 ] zero_data: true }, { name: "b" data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } ]\n  } ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 INITIAL_TYPE = register("ST02", "initial_state data type differs from the state's", "error", """
     The initial value must have the state's data_type: "The data type used for
     'initial_state' field of state '<name>' does not match the state data type."
-    """, "ST-02")
+    """, "ST-02",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { name: "zeros" data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } ]\n  } ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 INITIAL_NAME = register("ST03", "initial_state without a name", "error", """
     Triton requires a name for each initial state: "Field 'name' must be set when using
     initial_state for state input '<name>'."
-    """, "ST-03")
+    """, "ST-03",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } ]\n  } ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 STATE_REPEATED = register("ST04", "state input name given twice", "error", """
     Two states with initial values use the same input_name: "State input name '<name>'
     specified more than once."
-    """, "ST-04")
+    """, "ST-04",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [\n    { input_name: "S" output_name: "S_OUT" data_type: TYPE_FP32 dims: [ 4 ] initial_state [ { name: "a" data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } ] },\n    { input_name: "S" output_name: "S_OUT2" data_type: TYPE_FP32 dims: [ 4 ] initial_state [ { name: "b" data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } ] }\n  ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 INITIAL_DIMS = register("ST05", "initial_state dims do not fit the state", "error", """
     initial_state.dims must have the state's rank, contain no -1, and equal every state
     dimension that is not -1. Triton: "Number of dimensions in 'initial_state' doesn't
     match the size of 'state' dimensions", "'initial_state' field for state input name
     '<name>' contains variable dimensions", "'initial_state' dim for input name '<name>'
     doesn't match 'state' dim description".
-    """, "ST-05")
+    """, "ST-05",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { name: "zeros" data_type: TYPE_FP32 dims: [ 8 ] zero_data: true } ]\n  } ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 INITIAL_DATA = register("ST06", "initial_state without usable data", "error", """
     An initial state needs zero_data: true or data_file. data_file is read from
     <model>/initial_state/<file> and, except for TYPE_STRING, must hold at least
     elements x type size bytes. Triton: "initial_state setting expects state'<name>' to
     have state_data set", a file read error, or "initial_state setting expects N bytes,
     but the data provided from <file>only has M bytes".
-    """, "ST-06")
+    """, "ST-06",
+    example=Example(
+        ONNX
+        + IO
+        + 'sequence_batching {\n  state [ {\n    input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 4 ]\n    initial_state [ { name: "zeros" data_type: TYPE_FP32 dims: [ 4 ] } ]\n  } ]\n}\n',
+        files=("1/model.onnx",),
+    ))
 GROWABLE_MEMORY = register("ST07", "use_growable_memory without its requirements", "error", """
     Growable state memory is CUDA virtual memory shared by the state's input and output:
     it needs use_same_buffer_for_input_output: true and KIND_GPU instances. Otherwise the
     state cannot be set up and every sequence fails when it starts.
-    """, "ST-07")
+    """, "ST-07",
+    example=Example(ONNX + IO + STATE % " use_growable_memory: true", files=("1/model.onnx",)))
 STATE_OUTPUT_NOT_LISTED = register("ST50", "state output is not listed under output", "info", """
     Clients can read a state only when its output_name is also listed under `output`
     (the docs recommend this for debugging stateful models); requests for it fail
     otherwise. Most stateful models keep their state internal, which is fine, so this is
     a note. Add an `output` entry with the state's name, type and dims to read it.
-    """, "NC-13")
+    """, "NC-13",
+    example=Example(ONNX + IO + STATE % "", files=("1/model.onnx",)))
 # Known backends that do not carry implicit state; custom backends may (Triton's own
 # implicit_state QA backend does), so they are not judged.
 NO_STATE_BACKENDS = {"python", "tensorflow", "openvino", "dali", "fil", "identity", "repeat", "square"}
@@ -62,7 +101,8 @@ STATE_BACKEND = register("ST51", "implicit state on a backend without state supp
     PyTorch backends write the output state back. Triton loads the model on other
     backends (Python included), but the state is never updated between requests. Keep
     the state inside the model, or use one of those backends.
-    """, "ST-08")
+    """, "ST-08",
+    example=Example(H + IO + STATE % ""))
 
 
 def _check_initial_state(ctx, state, path: tuple, seen: set[str]) -> None:

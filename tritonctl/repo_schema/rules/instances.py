@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_OK, TRT, Example
 from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV, GpuInfo
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -31,14 +32,21 @@ ENSEMBLE_GROUPS = register(
     An ensemble has no instances of its own; its steps run on the composing models'
     instances. Triton refuses "instance group should not be specified for ensemble
     '<m>'". Remove instance_group and set it on the composing models.
-    """, "IG-01")
+    """, "IG-01",
+    example=Example(
+        'platform: "ensemble"\nmax_batch_size: 8\n'
+        + IO
+        + 'instance_group [ { count: 1 kind: KIND_CPU } ]\nensemble_scheduling { step [ { model_name: "my_model" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n',
+        files=("1/",),
+    ))
 MODEL_KIND_WITH_GPUS = register(
     "IG02", "KIND_MODEL group lists gpus", "error",
     """
     KIND_MODEL lets the model place itself on devices, so it takes no GPU list: Triton
     refuses "... has kind KIND_MODEL but specifies one or more GPUs". Remove `gpus`, or
     use KIND_GPU.
-    """, "IG-02")
+    """, "IG-02",
+    example=Example(H + IO + "instance_group [ { kind: KIND_MODEL gpus: [ 0 ] } ]\n"))
 CPU_KIND_WITH_GPUS = register(
     "IG03", "CPU group lists gpus", "error",
     """
@@ -46,7 +54,8 @@ CPU_KIND_WITH_GPUS = register(
     "... has kind KIND_CPU but specifies one or more GPUs". A KIND_AUTO group whose GPUs
     are not all available on the server becomes KIND_CPU first and then fails the same
     way. Remove `gpus`, or use KIND_GPU with GPU ids the server has.
-    """ + _GPU_EXPLANATION, "IG-03")
+    """ + _GPU_EXPLANATION, "IG-03",
+    example=Example(H + IO + "instance_group [ { count: 2 kind: KIND_CPU gpus: [ 0 ] } ]\n"))
 NO_GPU_AVAILABLE = register(
     "IG04", "KIND_GPU but no GPU is available", "error",
     """
@@ -69,7 +78,10 @@ BAD_PROFILE = register(
     for tensorrt_plan models ("specifies profile field which is only supported for
     TensorRT models") and only as non-negative integers written as strings, for example
     profile: ["0", "1"].
-    """, "IG-06")
+    """, "IG-06",
+    example=Example(
+        ONNX + IO + 'instance_group [ { kind: KIND_CPU profile: [ "0" ] } ]\n', files=("1/model.onnx",)
+    ))
 TENSORRT_NEEDS_GPU = register(
     "IG07", "TensorRT model with CPU instances", "error",
     """
@@ -77,14 +89,21 @@ TENSORRT_NEEDS_GPU = register(
     supports only GPU device". KIND_CPU groups fail, and so do KIND_AUTO groups (or a
     config without instance_group) on a server without a GPU. Use KIND_GPU (or
     KIND_MODEL for multi-device engines).
-    """ + _GPU_EXPLANATION, "IG-07")
+    """ + _GPU_EXPLANATION, "IG-07",
+    example=Example(TRT + IO + "instance_group [ { kind: KIND_CPU } ]\n", files=("1/model.plan",)))
 SECONDARY_DEVICES = register(
     "IG08", "more than one secondary device", "error",
     """
     The TensorRT backend accepts at most one secondary device (an NVDLA core) per
     instance group: "must have either zero or or one secondary devices". Split the
     group into one group per DLA core.
-    """, "IG-08")
+    """, "IG-08",
+    example=Example(
+        TRT
+        + IO
+        + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] secondary_devices [ { kind: KIND_NVDLA device_id: 0 }, { kind: KIND_NVDLA device_id: 1 } ] } ]\n",
+        files=("1/model.plan",),
+    ))
 RATE_LIMITER_RESOURCE = register(
     "IG10", "rate-limiter resource is both global and per-device", "warning",
     """
@@ -93,14 +112,25 @@ RATE_LIMITER_RESOURCE = register(
     "<r>" is present as both global and device-specific resource in the model
     configuration.' Without rate limiting the resources are ignored. Give the two
     uses different names, or make them all global.
-    """, "IG-10")
+    """, "IG-10",
+    example=Example(
+        H
+        + IO
+        + 'instance_group [ { kind: KIND_CPU rate_limiter { resources [ { name: "R" global: true count: 1 }, { name: "R" count: 2 } ] } } ]\n'
+    ))
 TF_GPU_ACCELERATOR_ON_CPU = register(
     "IG11", "GPU accelerator with CPU-only instances (TensorFlow)", "error",
     """
     The TensorFlow backend refuses GPU execution accelerators on CPU instances: "GPU
     Execution Accelerator can only be set on non-CPU backend context". Move them to
     cpu_execution_accelerator, or use KIND_GPU instances.
-    """, "IG-11")
+    """, "IG-11",
+    example=Example(
+        'platform: "tensorflow_savedmodel"\nmax_batch_size: 8\n'
+        + IO
+        + 'instance_group [ { kind: KIND_CPU } ]\noptimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } }\n',
+        files=("1/model.savedmodel/",),
+    ))
 GPUS_NOT_CHECKED = register(
     "IG54", "GPU ids and kinds not checked", "info",
     """
@@ -117,27 +147,39 @@ NON_POSITIVE_COUNT = register(
     `count: 0` does not disable a group: Triton replaces any count below 1 with the
     default (1, or 2 for CPU groups of onnxruntime and tensorflow), so the model still
     runs that many instances. Set the count you want, or remove the group.
-    """, "NC-02")
+    """, "NC-02",
+    example=Example(H + IO + "instance_group [ { count: 0 kind: KIND_CPU } ]\n"))
 DUPLICATE_GROUP_NAME = register(
     "IG51", "two instance groups with the same name", "warning",
     """
     Triton accepts duplicate group names, but instances are named <group>_<k>, so the
     names collide in logs, metrics and statistics. Give each group its own name.
-    """, "NC-02")
+    """, "NC-02",
+    example=Example(
+        H + IO + 'instance_group [ { name: "cpu" kind: KIND_CPU }, { name: "cpu" kind: KIND_CPU } ]\n'
+    ))
 UNKNOWN_HOST_POLICY = register(
     "IG52", "host_policy is not a default policy", "warning",
     """
     host_policy names a policy defined with `tritonserver --host-policy=<name>,<setting>=
     <value>`. The built-in names are "cpu", "model" and "gpu_<id>". Any other name that
     the server does not define silently uses an empty policy (no NUMA binding).
-    """, "NC-02")
+    """, "NC-02",
+    example=Example(H + IO + 'instance_group [ { kind: KIND_CPU host_policy: "numa0" } ]\n'))
 ORT_GPU_ACCELERATOR_ON_CPU = register(
     "IG53", "GPU accelerator with CPU-only instances", "warning",
     """
     gpu_execution_accelerator entries (tensorrt, cuda) apply only to GPU and KIND_AUTO
     instances. When every instance group is KIND_CPU, the onnxruntime backend ignores
     them without a message. Use KIND_GPU, or remove the accelerators.
-    """, "NC-06")
+    """, "NC-06",
+    example=Example(
+        ONNX
+        + IO
+        + 'instance_group [ { kind: KIND_CPU } ]\noptimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } }\n',
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 
 _DEFAULT_HOST_POLICY = re.compile(r"cpu|model|gpu_\d+")
 _PROFILE = re.compile(r"[ \t\n\r\f\v]*[+-]?\d+")

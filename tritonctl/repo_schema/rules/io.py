@@ -12,6 +12,7 @@ import posixpath
 
 from tritonctl.repo_schema.context import LABEL_FILES
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IN, ONNX, ORT_OK, OUT, TRT, Example, OnnxModel
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
@@ -32,115 +33,180 @@ NO_NAME = register("IO01", "input or output without a name", "error", """
     Every entry of `input` and `output` needs a `name`: it is how clients address the
     tensor and how the backend finds it in the model. Triton refuses the model:
     "model input must specify 'name'". Add name: "..." with the tensor's name in the model.
-    """, "IO-01")
+    """, "IO-01",
+    example=Example(H + "input [ { data_type: TYPE_FP32 dims: [ 4 ] } ]\n" + OUT))
 NO_DATA_TYPE = register("IO02", "input or output without data_type", "error", """
     Each input and output must declare its element type (TYPE_FP32, TYPE_INT64,
     TYPE_STRING, ...). Without it Triton refuses the model: "model input '<name>' must
     specify 'data_type'". Use the type the model file declares for the tensor.
-    """, "IO-02")
+    """, "IO-02",
+    example=Example(H + 'input [ { name: "INPUT0" dims: [ 4 ] } ]\n' + OUT))
 NO_DIMS = register("IO03", "input or output without dims", "error", """
     Each input and output needs `dims`, the shape of one request's tensor (without the
     batch dimension when max_batch_size > 0). Triton refuses an empty shape: "model input
     '<name>' must specify 'dims'". A scalar cannot be written as dims: [] - use dims: [ 1 ]
     and, for a batching model, add reshape: { shape: [ ] } so the model sees shape [batch].
-    """, "IO-03")
+    """, "IO-03",
+    example=Example(H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 } ]\n' + OUT))
 BAD_DIM = register("IO04", "dimension is 0 or below -1", "error", """
     A dimension is a positive size, or -1 for a size that varies between requests.
     Triton refuses anything else: "dimension must be integer >= 1, or -1 to indicate a
     variable-size dimension".
-    """, "IO-04")
+    """, "IO-04",
+    example=Example(H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 0, 4 ] } ]\n' + OUT))
 EMPTY_RESHAPE_NO_BATCH = register("IO05", "empty reshape on a non-batching model", "error", """
     reshape: { shape: [ ] } turns a [1] tensor into a scalar. Without batching
     (max_batch_size: 0) the model would then get a rank-0 tensor, which Triton does not
     support: "cannot have empty reshape for non-batching model as scalar tensors are not
     supported". Keep dims: [ 1 ] without reshape, or enable batching.
-    """, "IO-05")
+    """, "IO-05",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 0\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } } ]\n'
+        + OUT
+    ))
 BAD_RESHAPE_DIM = register("IO06", "reshape dimension is 0 or below -1", "error", """
     Like dims, every reshape dimension must be positive or -1: "reshape dimensions must
     be integer >= 1, or -1 to indicate a variable-size dimension".
-    """, "IO-06")
+    """, "IO-06",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 0, 4 ] } } ]\n' + OUT
+    ))
 RESHAPE_SIZE = register("IO07", "dims and reshape hold different element counts", "error", """
     reshape only reinterprets the request tensor, so it must hold exactly as many
     elements as dims (the one exception: dims [ 1 ] with an empty reshape). A -1 on only
     one side also counts as different. Triton: "has different size for dims and reshape".
-    """, "IO-07")
+    """, "IO-07",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4, 4 ] reshape { shape: [ 8 ] } } ]\n' + OUT
+    ))
 RESHAPE_VARIABLE = register("IO08", "dims and reshape have different variable dimensions", "error", """
     When dims contain -1, reshape must have the same number of -1 dimensions, and the
     fixed dimensions between them must multiply to the same counts: [2,4,-1,6] can become
     [8,-1,1,6]. Triton: "has different number of variable-size dimensions for dims and
     reshape" (or "has different size for dims and reshape").
-    """, "IO-08")
+    """, "IO-08",
+    example=Example(
+        H
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] reshape { shape: [ -1, -1 ] } } ]\n'
+        + OUT
+    ))
 ELEMENT_OVERFLOW = register("IO09", "tensor has more elements than fit in 64 bits", "error", """
     The product of the dimensions overflows a 64-bit integer, so Triton cannot size the
     tensor: "element count for tensor '<name>' exceeds maximum size of
     9223372036854775807". The dims are almost certainly a typo.
-    """, "IO-09")
+    """, "IO-09",
+    example=Example(
+        H
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4294967296, 4294967296 ] reshape { shape: [ -1 ] } } ]\n'
+        + OUT
+    ))
 FORMAT_RANK = register("IO10", "image format needs 3 dims", "error", """
     format: FORMAT_NHWC or FORMAT_NCHW describes an image as three dimensions (height,
     width, channels in some order, without the batch). Triton: "model input NHWC/NCHW
     require 3 dims". Fix dims, or remove `format` (FORMAT_NONE).
-    """, "IO-10")
+    """, "IO-10",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 224, 224 ] } ]\n' + OUT
+    ))
 SHAPE_TENSOR_PLATFORM = register("IO11", "shape tensor outside TensorRT", "error", """
     is_shape_tensor marks a TensorRT shape binding; no other platform has them. Triton:
     "shape tensors are only supported for TensorRT platform" (it compares the platform
     string, so TensorRT models must have platform tensorrt_plan). Remove the flag.
-    """, "IO-11")
+    """, "IO-11",
+    example=Example(
+        H + 'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]\n' + OUT
+    ))
 NON_LINEAR_IO = register("IO12", "non-linear IO format misused", "error", """
     is_non_linear_format_io is only for TensorRT engines with vectorized IO formats, and
     such tensors have exactly 3 dims. Triton: "Non-linear IO format is only supported for
     the TensorRT platform" or "Non-linear IO format input requires 3 dims".
-    """, "IO-12")
+    """, "IO-12",
+    example=Example(
+        H
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] is_non_linear_format_io: true } ]\n'
+        + OUT
+    ))
 OPTIONAL_UNSUPPORTED = register("IO13", "optional input on a backend without optional inputs", "error", """
     `optional: true` lets clients leave an input out, but only backends built with
     optional-input support accept it (ONNX Runtime and Python do; TensorRT and PyTorch
     do not). The others fail at load:
     "'optional' is set to true for input '<name>' while the backend model doesn't support
     optional input".
-    """, "IO-13")
+    """, "IO-13",
+    example=Example(
+        'backend: "pytorch"\nmax_batch_size: 8\ninput [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] optional: true } ]\noutput [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        files=("1/model.pt",),
+    ))
 OPTIONAL_ORT = register("IO14", "ONNX Runtime optional input with batching or ragged batching", "error", """
     The ONNX Runtime backend cannot batch requests that may lack an input: "optional
     input '<name>' is not supported for models that support batching". It also refuses
     an input that is both optional and allow_ragged_batch. Use max_batch_size: 0, or make
     the input required.
-    """, "IO-14")
+    """, "IO-14",
+    example=Example(
+        ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] optional: true } ]\n' + OUT,
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 RAGGED_NON_LINEAR = register("IO15", "ragged batching on a non-linear TensorRT tensor", "error", """
     Ragged batching concatenates requests into one flat tensor, which the TensorRT
     backend cannot do for a vectorized (non-linear) IO format; it refuses the
     combination. Drop allow_ragged_batch or is_non_linear_format_io.
-    """, "IO-15")
+    """, "IO-15",
+    example=Example(
+        TRT
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] allow_ragged_batch: true is_non_linear_format_io: true } ]\n'
+        + OUT,
+        files=("1/model.plan",),
+    ))
 LABEL_FILE = register("IO16", "label file outside the model directory or missing", "error", """
     label_filename is resolved against the model directory (not the version directory)
     and must stay inside it: "label file path '<path>' for output '<name>' in model
     '<model>' is outside model directory". The file must exist and be readable, one label
     per line; otherwise the model fails to load.
-    """, "IO-16")
+    """, "IO-16",
+    example=Example(
+        H + IN + 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n'
+    ))
 MULTIPLE_LABELS = register("IO17", "two label files for one output name", "error", """
     Two outputs share a name and both have label_filename. Triton keeps labels per
     output name and refuses the second: "multiple label files for '<name>'". Give each
     output its own name.
-    """, "IO-17")
+    """, "IO-17",
+    example=Example(
+        H
+        + IN
+        + 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "a.txt" }, { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "b.txt" } ]\n',
+        files=("1/model.py", "a.txt", "b.txt"),
+    ))
 UNSUPPORTED_TYPE = register("IO18", "data type not supported by the backend", "error", """
     Each backend maps config types onto its framework's types and refuses the rest:
     "unsupported datatype <T> for input '<name>'". TensorRT takes BOOL, UINT8, INT8,
     INT32, INT64, FP16, FP32 and BF16; PyTorch takes BOOL, UINT8, INT8, INT16, INT32,
     INT64, FP16, FP32, FP64 and STRING (as a 1-D list). Cast in the model or pick a
     supported type.
-    """, "IO-18")
+    """, "IO-18",
+    example=Example(
+        TRT + 'input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]\n' + OUT, files=("1/model.plan",)
+    ))
 DUPLICATE_INPUT = register("IO50", "two inputs with the same name", "warning", """
     Triton loads a config that lists one input name twice, but then expects both:
     every request fails with "expected 2 inputs but got 1 inputs". Remove or rename the
     second entry.
-    """, "NC-01")
+    """, "NC-01",
+    example=Example(H + IN + IN + OUT))
 DUPLICATE_OUTPUT = register("IO51", "two outputs with the same name", "warning", """
     Triton loads a config that lists one output name twice and silently uses the first
     entry; the second (with its dims and type) is never applied. Remove or rename it.
-    """, "NC-01")
+    """, "NC-01",
+    example=Example(H + IN + OUT + OUT))
 INPUT_IS_OUTPUT = register("IO52", "name used for an input and an output", "info", """
     Triton loads a config whose input and output share a name, and inputs and outputs
     are addressed separately, so this works: a model may pass a tensor through
     (TensorRT-LLM's preprocessing returns its REQUEST_OUTPUT_LEN input). It is often a
     copy-paste slip, though, so it is noted: check that both are the model's tensor names.
-    """, "NC-01")
+    """, "NC-01",
+    example=Example(H + IN + 'output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'))
 REPEATED_BATCH_DIM = register("IO53", "the model file shows the batch dimension doubled", "warning", """
     With max_batch_size > 0 Triton prepends the batch dimension itself: dims: [ 3, 224,
     224 ] means full shape [ -1, 3, 224, 224 ]. Writing the batch dimension again
@@ -151,12 +217,21 @@ REPEATED_BATCH_DIM = register("IO53", "the model file shows the batch dimension 
     must carry an extra dimension of size 1. Export the model with one batch dimension
     and drop the leading -1 from dims. A leading -1 alone is not flagged: variable first
     dimensions (box counts, sequence lengths, image sizes) are legitimate.
-    """)
+    """,
+    example=Example(
+        ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 3, 224, 224 ] } ]\n' + OUT,
+        files=("1/",),
+        onnx=OnnxModel((("INPUT0", "FLOAT", ("batch", "n", 3, 224, 224)),), (("OUTPUT0", "FLOAT", ("batch", 4)),)),
+    ))
 RAGGED_NO_BATCH = register("IO54", "allow_ragged_batch on a model without batching", "warning", """
     allow_ragged_batch lets the dynamic batcher put requests of different shapes into
     one batch. With max_batch_size: 0 there is no batching, so the flag does nothing.
     Enable batching (max_batch_size > 0 and dynamic_batching) or drop the flag.
-    """, "NC-12")
+    """, "NC-12",
+    example=Example(
+        'backend: "python"\nmax_batch_size: 0\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+        + OUT
+    ))
 
 
 def dtype_name(value: int) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, ONNX, Example, Sibling
 from tritonctl.repo_schema.repository import CONFIG_FILENAME
 from tritonctl.repo_schema.rules import model_rule, repository_rule
 
@@ -23,7 +24,8 @@ MISSING_MODEL_FILE = register(
     (autoserialization); without either it fails with "Failed to load model file. The
     program looked in the following locations: ...". Put the file into the version
     directory, or fix default_model_filename.
-    """, "PB-10")
+    """, "PB-10",
+    example=Example(ONNX + IO, files=("1/model.pt",)))
 FILENAME_IS_A_PATH = register(
     "PB11", "model file name with a path separator or '..'", "error",
     """
@@ -42,7 +44,8 @@ STRAY_ROOT_DIR = register(
     "unexpected platform type  for .git"), which makes the server report errors or,
     with --exit-on-error, refuse to start. Files in the root are ignored and fine.
     Move such directories out of the repository.
-    """, "REPO-01")
+    """, "REPO-01",
+    example=Example(H + IO, siblings=(Sibling(".ipynb_checkpoints", None, ()),)))
 CUSTOM_CONFIG_MISSING = register(
     "REPO51", "--model-config-name config is missing; Triton falls back silently", "warning",
     """
@@ -58,7 +61,8 @@ ROOT_PBTXT = register(
     --model-config-name=<n>. Another .pbtxt next to config.pbtxt is ignored (issue
     #8093: a custom config placed in the model root seemed to be ignored). Move it to
     configs/<n>.pbtxt if it is meant as a custom config, or remove it.
-    """, "REPO-05")
+    """, "REPO-05",
+    example=Example(H + IO, files=("1/model.py", "config_gpu.pbtxt")))
 CONFIG_NEAR_MISS = register(
     "REPO53", "config file with almost the right name", "warning",
     """
@@ -67,7 +71,8 @@ CONFIG_NEAR_MISS = register(
     file and auto-completes the configuration from the model file instead, which
     often ends in "Could not determine backend" or in a different configuration than
     intended. Rename it to config.pbtxt in the model directory.
-    """, "REPO-04")
+    """, "REPO-04",
+    example=Example(None, files=("1/model.py", "config.pbtx")))
 NOT_CHECKED = register(
     "REPO54", "checks that need the repository were not run", "info",
     """

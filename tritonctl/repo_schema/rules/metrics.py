@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, Example
 from tritonctl.repo_schema.rules import model_rule
 
 CUSTOMIZABLE_FAMILIES = ("nv_inference_first_response_histogram_ms",)
@@ -16,28 +17,44 @@ METRIC_CONTROL = register(
     model otherwise: "metric control must specify 'metric_identifier'", "metric
     identifier must specify non-empty 'family'", "metric control must specify
     'histogram_options'", "histogram options must specify non-empty 'buckets'".
-    """, "MET-01")
+    """, "MET-01",
+    example=Example(
+        H
+        + IO
+        + 'model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } } ] }\n'
+    ))
 UNKNOWN_FAMILY = register(
     "MET50", "metric family cannot be customized", "warning",
     """
     Only some metric families accept per-model options; today that is
     nv_inference_first_response_histogram_ms. For any other family Triton only logs
     "... is not a customizable metric in Triton core" and ignores the entry.
-    """, "MET-02")
+    """, "MET-02",
+    example=Example(
+        H
+        + IO
+        + 'model_metrics { metric_control [ { metric_identifier { family: "nv_inference_count" } histogram_options { buckets: [ 1, 10 ] } } ] }\n'
+    ))
 BUCKET_ORDER = register(
     "MET51", "histogram buckets not in ascending order", "warning",
     """
     Prometheus histograms need strictly increasing bucket boundaries, as the
     ModelMetrics proto asks. Triton does not check it; unsorted or repeated boundaries
     give meaningless histograms. Sort the buckets and remove duplicates.
-    """, "MET-02")
+    """, "MET-02",
+    example=Example(
+        H
+        + IO
+        + 'model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 100, 10, 1 ] } } ] }\n'
+    ))
 AGENT_NAME = register(
     "AGT01", "repository agent without a name", "error",
     """
     Each model_repository_agents.agents entry names a repository agent library,
     libtritonrepoagent_<name>.so in the server's repoagent directory. An empty name
     cannot resolve: "unable to find '<lib>' for repo agent '<name>'".
-    """, "AGT-01")
+    """, "AGT-01",
+    example=Example(H + IO + 'model_repository_agents { agents [ { parameters { key: "k" value: "v" } } ] }\n'))
 UNKNOWN_AGENT = register(
     "AGT50", "repository agent not shipped with Triton", "warning",
     """
@@ -45,7 +62,8 @@ UNKNOWN_AGENT = register(
     the model when it is missing ("unable to find '<lib>' for repo agent '<name>',
     searched: ..."). Triton images ship the `checksum` agent; any other must be
     installed on the server. Check the spelling.
-    """, "AGT-01")
+    """, "AGT-01",
+    example=Example(H + IO + 'model_repository_agents { agents [ { name: "decryptor" } ] }\n'))
 
 
 @model_rule

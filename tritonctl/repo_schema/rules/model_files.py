@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
+from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_FIXED, ORT_OK, OUT, PT, PTIO, Example
 from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
                                               lfs_pointer_problem)
 from tritonctl.repo_schema.rules import model_rule
@@ -20,7 +21,8 @@ UNREADABLE = register(
     not decode, or it has no graph). Triton fails the version when the backend opens it.
     Re-export the model; a truncated download is a common cause (a Git LFS pointer file
     in place of the model is reported as MF02).
-    """, "PB-10")
+    """, "PB-10",
+    example=Example(ONNX + IO, files=("1/model.onnx",)))
 LFS_POINTER = register(
     "MF02", "model file is a Git LFS pointer", "error",
     """
@@ -37,7 +39,14 @@ INPUT_COUNT = register(
     ones excepted) plus batch inputs, sequence controls and states must add up to the
     model's inputs. Triton fails: "unable to load model '<m>', configuration expects N
     inputs, model provides M".
-    """, "BE-ORT-01")
+    """, "BE-ORT-01",
+    example=Example(
+        ONNX
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        + OUT,
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 UNKNOWN_NAME = register(
     "ORT02", "tensor name not in the ONNX model", "error",
     """
@@ -45,14 +54,20 @@ UNKNOWN_NAME = register(
     "unexpected inference input|output '<n>', allowed inputs|outputs are: ...". ONNX
     exports often rename tensors (e.g. '307', 'input.1'); check them with Netron or
     `tritonctl generate`.
-    """, "BE-ORT-02")
+    """, "BE-ORT-02",
+    example=Example(
+        ONNX + 'input [ { name: "input" data_type: TYPE_FP32 dims: [ 4 ] } ]\n' + OUT, files=("1/",), onnx=ORT_OK
+    ))
 DTYPE = register(
     "ORT03", "data_type differs from the ONNX model", "error",
     """
     data_type must be the model's element type (FLOAT is TYPE_FP32, INT64 is
     TYPE_INT64, ...). Triton fails: "configuration expects datatype <cfg> for input
     '<n>', model provides TYPE_<onnx>". Change data_type, or cast inside the model.
-    """, "BE-ORT-03")
+    """, "BE-ORT-03",
+    example=Example(
+        ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP16 dims: [ 4 ] } ]\n' + OUT, files=("1/",), onnx=ORT_OK
+    ))
 NO_BATCH_AXIS = register(
     "ORT04", "max_batch_size > 0 but the ONNX model has no dynamic batch dimension", "error",
     """
@@ -62,7 +77,8 @@ NO_BATCH_AXIS = register(
     least 1 dimension and the first dimension must be -1; but shape expected by the
     model is [..]". Re-export with a dynamic batch axis, or set max_batch_size: 0 and
     give the full shape in dims.
-    """, "BE-ORT-04")
+    """, "BE-ORT-04",
+    example=Example(ONNX + IO, files=("1/",), onnx=ORT_FIXED))
 SHAPE = register(
     "ORT05", "dims differ from the ONNX model's shape", "error",
     """
@@ -72,7 +88,10 @@ SHAPE = register(
     Triton fails: "the model expects K dimensions (shape ..) but the model configuration
     specifies ...". A common cause is repeating the batch dimension in dims while
     max_batch_size > 0.
-    """, "BE-ORT-05")
+    """, "BE-ORT-05",
+    example=Example(
+        ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 8 ] } ]\n' + OUT, files=("1/",), onnx=ORT_OK
+    ))
 TRT_NOT_CHECKED = register(
     "TRT50", "TensorRT plan not checked", "info",
     """
@@ -120,14 +139,23 @@ PT_NO_IO = register(
     The PyTorch backend has no auto-complete: config.pbtxt must list the inputs and the
     outputs. Triton fails: "model configuration must contain at least one input, none
     were specified".
-    """, "BE-PT-01")
+    """, "BE-PT-01",
+    example=Example(
+        PT + 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n', files=("1/model.pt",)
+    ))
 PT_INDEX_NAME = register(
     "PT02", "PyTorch sequence control or state not named <name>__<index>", "error",
     """
     TorchScript models take positional arguments. Sequence controls and states are
     matched to them by the `<name>__<index>` convention only (e.g. START__2); Triton
     fails: "input '<n>' does not follow naming convention i.e. <name>__<index>".
-    """, "BE-PT-02")
+    """, "BE-PT-02",
+    example=Example(
+        PT
+        + PTIO
+        + 'sequence_batching {\n  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]\n}\n',
+        files=("1/model.pt",),
+    ))
 PT_STRING_RANK = register(
     "PT04", "PyTorch TYPE_STRING tensor with more than one dimension", "error",
     """
@@ -135,27 +163,43 @@ PT_STRING_RANK = register(
     one dimension in total, the batch dimension included (reshape counts when set).
     Triton fails: "Triton only supports 1 dimensional List of String as input". With
     max_batch_size > 0 use dims: [1] plus reshape: { shape: [] }.
-    """, "BE-PT-04")
+    """, "BE-PT-04",
+    example=Example(
+        PT
+        + 'input [ { name: "TEXT__0" data_type: TYPE_STRING dims: [ 2 ] } ]\n'
+        + 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        files=("1/model.pt",),
+    ))
 PT_MIXED_NAMES = register(
     "PT50", "PyTorch inputs mix <name>__<index> and plain names", "warning",
     """
     When some input names follow <name>__<index> and others do not, the backend falls
     back to the config order as the forward() argument order, which silently breaks when
     the list is reordered. Use one naming style.
-    """, "BE-PT-02")
+    """, "BE-PT-02",
+    example=Example(
+        PT
+        + 'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "mask" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        files=("1/model.pt",),
+    ))
 PY_LOAD = register(
     "PY01", "model.py cannot be loaded", "error",
     """
     The Python backend imports model.py and instantiates its TritonPythonModel class.
     A syntax error ("SyntaxError: invalid syntax (model.py, line N)") or a missing class
     ("module '1.model' has no attribute 'TritonPythonModel'") fails the model.
-    """, "BE-PY-01")
+    """, "BE-PY-01",
+    example=Example(H + IO, files=(("1/model.py", "def broken(:\n"),)))
 PY_NO_EXECUTE = register(
     "PY50", "TritonPythonModel has no execute method", "warning",
     """
     Triton calls TritonPythonModel.execute(requests) for every batch; without it every
     request fails. Define execute, or inherit it from a base class.
-    """, "BE-PY-01")
+    """, "BE-PY-01",
+    example=Example(
+        H + IO,
+        files=(("1/model.py", "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n"),),
+    ))
 CONTROL_KINDS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
                  "CONTROL_SEQUENCE_CORRID")
 

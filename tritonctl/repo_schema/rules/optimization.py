@@ -6,6 +6,7 @@ Optimization on ensembles is the ensemble rules' finding (ENS-01).
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_OK, TRT, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.repo_schema.textproto import did_you_mean
@@ -20,14 +21,27 @@ ORT_ACCELERATOR = register(
     Accelerator"), precision_mode FP32, FP16, BF16 or INT8, and booleans for its
     boolean keys; the cuda accelerator needs booleans for do_copy_in_default_stream and
     use_ep_level_unified_stream.
-    """, "OPT-02")
+    """, "OPT-02",
+    example=Example(
+        ONNX
+        + IO
+        + 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt_fp16" } ] } }\n',
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 TF_ACCELERATOR = register(
     "OPT03", "tensorflow execution accelerator misconfigured", "error",
     """
     The TensorFlow backend accepts the GPU accelerators `tensorrt` (precision_mode FP32
     or FP16), `auto_mixed_precision` and `gpu_io`. auto_mixed_precision cannot be
     combined with tensorrt, and gpu_io needs KIND_GPU instances.
-    """, "OPT-03")
+    """, "OPT-03",
+    example=Example(
+        'platform: "tensorflow_savedmodel"\nmax_batch_size: 8\n'
+        + IO
+        + 'instance_group [ { kind: KIND_GPU } ]\noptimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" }, { name: "auto_mixed_precision" } ] } }\n',
+        files=("1/model.savedmodel/",),
+    ))
 GRAPH_SPEC = register(
     "OPT04", "invalid CUDA graph spec", "error",
     """
@@ -37,28 +51,35 @@ GRAPH_SPEC = register(
     [1, max_batch_size] and the lower bound's batch_size must not exceed it. Every
     input of the lower bound must exist in the spec with the same rank, dims must be
     >= 0, and each lower-bound dim must not exceed the spec's.
-    """, "OPT-04")
+    """, "OPT-04",
+    example=Example(
+        TRT + IO + "optimization { cuda { graphs: true graph_spec [ { batch_size: 16 } ] } }\n",
+        files=("1/model.plan",),
+    ))
 TENSORRT_ONLY = register(
     "OPT50", "TensorRT-only optimization setting on another backend", "warning",
     """
     optimization.priority, optimization.cuda (graphs, busy_wait_events, graph_spec,
     output_copy_stream), gather_kernel_buffer_threshold and eager_batching are read only
     by the TensorRT backend. Other backends ignore them without a message.
-    """, "OPT-05")
+    """, "OPT-05",
+    example=Example(H + IO + "optimization { priority: PRIORITY_MAX }\n"))
 GRAPH_LEVEL_IGNORED = register(
     "OPT51", "graph optimization level not used by this backend", "warning",
     """
     optimization.graph.level is read by the onnxruntime and tensorflow backends only;
     other backends ignore it. For onnxruntime: -1 is BASIC, 1 EXTENDED, 2 DISABLE_ALL,
     and any other value (0 included) ALL.
-    """, "OPT-06")
+    """, "OPT-06",
+    example=Example(H + IO + "optimization { graph { level: 1 } }\n"))
 GRAPH_LEVEL_VALUE = register(
     "OPT52", "onnxruntime graph level treated as ALL", "warning",
     """
     The onnxruntime backend maps optimization.graph.level -1 to BASIC, 1 to EXTENDED
     and 2 to DISABLE_ALL; every other value silently means ALL. Use one of -1, 0 (the
     default, ALL), 1 or 2.
-    """, "OPT-06")
+    """, "OPT-06",
+    example=Example(ONNX + IO + "optimization { graph { level: 3 } }\n", files=("1/",), onnx=ORT_OK))
 OP_LIBRARY = register(
     "OPT53", "model_operations that will not be loaded as intended", "warning",
     """
@@ -66,7 +87,8 @@ OP_LIBRARY = register(
     the onnxruntime backend reads it. The path is used as given, so a relative path is
     resolved against the server's working directory, not the model directory: use an
     absolute path on the server.
-    """, "OPT-07")
+    """, "OPT-07",
+    example=Example(H + IO + 'model_operations { op_library_filename: "libcustom.so" }\n'))
 
 ORT_GPU_ACCELERATORS = ("tensorrt", "cuda")
 ORT_CPU_ACCELERATORS = ("openvino",)

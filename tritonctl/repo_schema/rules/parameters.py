@@ -12,6 +12,7 @@ from typing import Callable
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_OK, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.textproto import did_you_mean
 
@@ -23,7 +24,12 @@ ENV_PATH = register(
     directory, so such a path can be checked offline: when the archive is not there,
     the model fails to load. Ship the archive inside the model directory, or use an
     absolute path that exists on the server.
-    """, "PAR-01")
+    """, "PAR-01",
+    example=Example(
+        H
+        + IO
+        + 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }\n'
+    ))
 BAD_VALUE = register(
     "PAR02", "parameter value the backend rejects", "error",
     """
@@ -34,7 +40,12 @@ BAD_VALUE = register(
     execution_context_allocation_strategy STATIC or ON_PROFILE_CHANGE). Typical
     errors: "failed to convert '<v>' to boolean", "Invalid configuration value
     provided. Expected values for execution_mode are 0 or 1".
-    """, "PAR-02")
+    """, "PAR-02",
+    example=Example(
+        ONNX + IO + 'parameters { key: "execution_mode" value { string_value: "2" } }\n',
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 UNKNOWN_KEY = register(
     "PAR50", "parameter key the backend does not read", "warning",
     """
@@ -43,7 +54,12 @@ UNKNOWN_KEY = register(
     Python models may read their own keys from args["model_config"]; tritonctl only
     warns about those when the key looks like a typo of a known one and model.py does
     not mention it.
-    """, "NC-05")
+    """, "NC-05",
+    example=Example(
+        ONNX + IO + 'parameters { key: "intra_op_threads" value { string_value: "4" } }\n',
+        files=("1/",),
+        onnx=ORT_OK,
+    ))
 
 _INT = re.compile(r"[ \t\n\r\f\v]*[+-]?\d+")
 

@@ -12,6 +12,7 @@ import re
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import IO, TRT, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.textproto import did_you_mean
 
@@ -41,14 +42,21 @@ UNEXPECTED_PLATFORM = register(
     the backend empty and Triton refuses the model with "unexpected platform type
     '<platform>'". Python, OpenVINO, DALI and custom backends have no platform: write
     `backend: "python"` (etc.) instead.
-    """, "PB-01")
+    """, "PB-01",
+    example=Example('platform: "onnx"\nmax_batch_size: 8\n' + IO, files=("1/model.onnx",)))
 ENSEMBLE_WITH_BACKEND = register(
     "PB02", "ensemble with a backend", "error",
     """
     An ensemble runs its steps inside Triton; it has no backend. Triton refuses
     `platform: "ensemble"` together with `backend` ("Ensemble model '<m>' must have
     platform type 'ensemble' and empty backend type"). Remove `backend`.
-    """, "PB-02")
+    """, "PB-02",
+    example=Example(
+        'platform: "ensemble"\nbackend: "python"\nmax_batch_size: 8\n'
+        + IO
+        + 'ensemble_scheduling { step [ { model_name: "other" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n',
+        files=("1/",),
+    ))
 PLATFORM_BACKEND_PAIR = register(
     "PB03", "platform does not belong to the backend", "error",
     """
@@ -57,7 +65,10 @@ PLATFORM_BACKEND_PAIR = register(
     torch_aoti; tensorflow -> tensorflow_graphdef or tensorflow_savedmodel. Otherwise
     Triton fails with "unexpected 'platform' and 'backend' pair, got:<platform>,
     <backend>". Fix the platform, or drop it and keep only `backend`.
-    """, "PB-03")
+    """, "PB-03",
+    example=Example(
+        'platform: "tensorrt_plan"\nbackend: "onnxruntime"\nmax_batch_size: 8\n' + IO, files=("1/model.onnx",)
+    ))
 TENSORFLOW_NO_PLATFORM = register(
     "PB04", "tensorflow backend without a platform", "error",
     """
@@ -66,7 +77,8 @@ TENSORFLOW_NO_PLATFORM = register(
     `model.savedmodel/` or `model.graphdef` in the first version directory; otherwise
     the platform stays empty and the model fails with "unexpected 'platform' and
     'backend' pair, got:, tensorflow".
-    """, "PB-04")
+    """, "PB-04",
+    example=Example('backend: "tensorflow"\nmax_batch_size: 8\n' + IO, files=("1/",)))
 ENSEMBLE_SCHEDULING = register(
     "PB05", "ensemble_scheduling and platform disagree", "error",
     """
@@ -74,7 +86,8 @@ ENSEMBLE_SCHEDULING = register(
     ensemble without steps ("ensemble scheduling must be set for ensemble <m> whose
     platform is ensemble") and steps on any other model ("ensemble scheduling cannot
     be set for model '<m>' whose platform is not ensemble").
-    """, "PB-05")
+    """, "PB-05",
+    example=Example('platform: "ensemble"\nmax_batch_size: 8\n' + IO, files=("1/",)))
 RUNTIME_ESCAPES = register(
     "PB06", "runtime escapes the backend directory", "error",
     """
@@ -82,7 +95,8 @@ RUNTIME_ESCAPES = register(
     the backend's directory. Triton refuses names that leave it ("backend library name
     '...' escapes backend directory"): no absolute paths, no `..`. Put custom backends
     under <backend_dir>/<name>/ or next to the model.
-    """, "PB-06")
+    """, "PB-06",
+    example=Example('backend: "python"\nruntime: "../../evil.so"\nmax_batch_size: 8\n' + IO))
 LIBTORCH_ALIAS = register(
     "PB07", "platform 'libtorch' is not a platform", "warning",
     """
@@ -90,7 +104,8 @@ LIBTORCH_ALIAS = register(
     know it, so the model fails with "unexpected 'platform' and 'backend' pair,
     got:libtorch, pytorch". Use `platform: "pytorch_libtorch"` (or only
     `backend: "pytorch"`).
-    """, "PB-07")
+    """, "PB-07",
+    example=Example('platform: "libtorch"\nmax_batch_size: 8\n' + IO, files=("1/model.pt",)))
 NO_BACKEND_DETECTED = register(
     "PB08", "Triton cannot tell which backend to use", "error",
     """
@@ -99,7 +114,8 @@ NO_BACKEND_DETECTED = register(
     directory, then for a directory name of the form `<name>.<backend>`. When both fail:
     "Invalid model name: Could not determine backend for model '<m>' with no backend in
     model configuration". Set `backend` (or `platform`) in config.pbtxt.
-    """, "PB-08")
+    """, "PB-08",
+    example=Example("max_batch_size: 8\n" + IO, files=("1/weights.bin",)))
 CUSTOM_FILENAME_NO_BACKEND = register(
     "PB09", "custom default_model_filename without a backend", "error",
     """
@@ -108,7 +124,8 @@ CUSTOM_FILENAME_NO_BACKEND = register(
     model.savedmodel, model.graphdef). With any other file name and no platform or
     backend, the backend stays empty and Triton fails with "unexpected platform type".
     Add `backend: ...`.
-    """, "PB-09")
+    """, "PB-09",
+    example=Example('default_model_filename: "net.bin"\nmax_batch_size: 8\n' + IO, files=("1/net.bin",)))
 CC_KEY_FORMAT = register(
     "PB50", "cc_model_filenames key never matches a GPU", "warning",
     """
@@ -116,7 +133,10 @@ CC_KEY_FORMAT = register(
     capability written "<major>.<minor>" (for example "8.6", "9.0"). Keys such as "86",
     "sm_86" or "8.60" never match, so the entry is silently ignored and the default
     model file is used.
-    """, "PB-11")
+    """, "PB-11",
+    example=Example(
+        TRT + IO + 'cc_model_filenames { key: "86" value: "model_sm86.plan" }\n', files=("1/model.plan",)
+    ))
 UNKNOWN_BACKEND = register(
     "PB51", "backend is not a known Triton backend", "warning",
     """
@@ -126,7 +146,8 @@ UNKNOWN_BACKEND = register(
     runtime on the model configuration". tritonctl cannot see the server's backend
     directory, so it only knows the backends shipped with Triton images. Check the
     spelling; ignore this warning for custom backends installed on the server.
-    """, "PB-06")
+    """, "PB-06",
+    example=Example('backend: "onnxruntme"\nmax_batch_size: 8\n' + IO, files=("1/model.onnx",)))
 
 CONTAINER_BACKEND = register(
     "PB52", "backend shipped in a backend-specific Triton image", "info",
@@ -135,7 +156,8 @@ CONTAINER_BACKEND = register(
     them in their own images, nvcr.io/nvidia/tritonserver:<yy.mm>-vllm-python-py3 and
     nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3 (or they are installed into
     the server's backend directory). The config is fine; the server must be one of those.
-    """, "PB-06")
+    """, "PB-06",
+    example=Example('backend: "vllm"\nmax_batch_size: 0\n' + IO, files=("1/model.json",)))
 
 _CC_KEY = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)")
 

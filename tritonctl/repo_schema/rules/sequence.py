@@ -10,6 +10,7 @@ DB-01 - are compared with max_batch_size before backend auto-complete fills it i
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, SEQ, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -23,28 +24,49 @@ CACHE_WITH_SEQUENCE = register("SB01", "response cache on a sequence model", "er
     the model's per-sequence state. Triton refuses it: "Response Cache does not
     currently support model <m> with sequence batching scheduler. Please disable the
     response cache."
-    """, "SB-01")
+    """, "SB-01",
+    example=Example(H + IO + "sequence_batching { }\nresponse_cache { enable: true }\n"))
 CONTROL_NO_NAME = register("SB02", "sequence control input without a name", "error", """
     Each control_input names the model input that receives the control signal.
     Triton: "sequence batching control tensor must have a name".
-    """, "SB-02")
+    """, "SB-02",
+    example=Example(
+        H
+        + IO
+        + "sequence_batching {\n  control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]\n}\n"
+    ))
 CONTROL_NAME_REPEATED = register("SB03", "sequence control input name used twice", "error", """
     One tensor can carry only one control_input entry; list all its controls inside that
     entry. Triton: "sequence batching control tensor '<name>' is specified for multiple
     control kinds".
-    """, "SB-03")
+    """, "SB-03",
+    example=Example(
+        H
+        + IO
+        + SEQ % ',\n    { name: "START" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] }'
+    ))
 CONTROL_KIND_REPEATED = register("SB04", "sequence control kind given twice", "error", """
     Each control kind (CONTROL_SEQUENCE_START, _END, _READY, _CORRID) can be sent to one
     tensor only. Triton: "sequence batching specifies multiple CONTROL_SEQUENCE_<KIND>
     tensors".
-    """, "SB-04")
+    """, "SB-04",
+    example=Example(
+        H
+        + IO
+        + SEQ % ',\n    { name: "START2" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }'
+    ))
 CONTROL_VALUES = register("SB05", "start/end/ready control needs one false/true value list", "error", """
     CONTROL_SEQUENCE_START, _END and _READY tell the model a flag; the control must give
     the false and true values in exactly one of int32_false_true, fp32_false_true or
     bool_false_true, with exactly 2 entries. Triton: "must specify either
     'int32_false_true', 'fp32_false_true' or 'bool_false_true'", "specifies more than one
     from ...", "... must have exactly 2 entries".
-    """, "SB-05")
+    """, "SB-05",
+    example=Example(
+        H
+        + IO
+        + 'sequence_batching {\n  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START } ] } ]\n}\n'
+    ))
 CORRID_CONTROL = register("SB06", "correlation-id control misconfigured", "error", """
     CONTROL_SEQUENCE_CORRID passes the sequence id itself, so it takes a data_type
     (TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or TYPE_STRING) and no false/true
@@ -52,24 +74,36 @@ CORRID_CONTROL = register("SB06", "correlation-id control misconfigured", "error
     'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_CORRID", "unexpected data
     type for control CONTROL_SEQUENCE_CORRID ... Allowed data types are TYPE_UINT64,
     TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING".
-    """, "SB-06")
+    """, "SB-06",
+    example=Example(
+        H
+        + IO
+        + 'sequence_batching {\n  control_input [ { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ]\n}\n'
+    ))
 OLDEST_PREFERRED = register("SB07", "oldest-strategy preferred batch size out of range", "error", """
     Each sequence_batching.oldest.preferred_batch_size must be positive ("sequence
     batching preferred batch size must be positive") and at most max_batch_size
     ("sequence batching preferred batch size must be <= max batch size"). Like dynamic
     batching, this is checked before auto-complete: set max_batch_size explicitly.
-    """, "SB-07")
+    """, "SB-07",
+    example=Example(H + IO + "sequence_batching { oldest { preferred_batch_size: [ 16 ] } }\n"))
 SLOT_UTILIZATION = register("SB08", "minimum_slot_utilization outside [0, 1]", "error", """
     direct.minimum_slot_utilization is the fraction of sequence slots that must be busy
     before a batch runs. Triton: "sequence batching minimum slot utilization must be in
     range (0.0, 1.0]" (0.0 is accepted too).
-    """, "SB-08")
+    """, "SB-08",
+    example=Example(H + IO + "sequence_batching { direct { minimum_slot_utilization: 1.5 } }\n"))
 CONTROL_IS_INPUT = register("SB50", "sequence control name is also a configured input", "warning", """
     Control tensors are filled by Triton, not by clients, and backends count them in
     addition to the configured inputs (ONNX Runtime and PyTorch: "configuration expects N
     inputs, model provides M"). Listing the same name under `input` makes clients send
     it and breaks that count. Remove it from `input`.
-    """, "NC-13")
+    """, "NC-13",
+    example=Example(
+        H
+        + IO
+        + 'sequence_batching {\n  control_input [ { name: "INPUT0" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]\n}\n'
+    ))
 
 
 def _check_value_lists(ctx, control, kind_name: str, path: tuple, what: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import IO, Example
 from tritonctl.repo_schema.rules import model_rule
 
 NAME_MISMATCH = register(
@@ -12,14 +13,16 @@ NAME_MISMATCH = register(
     Triton refuses to load it otherwise ("unexpected directory name '<dir>' for model
     '<name>', directory name must equal model name"). Leaving `name` out is fine:
     Triton then uses the directory name.
-    """, "TOP-02")
+    """, "TOP-02",
+    example=Example('name: "resnet"\nbackend: "python"\nmax_batch_size: 8\n' + IO, model="resnet50"))
 NEGATIVE_MAX_BATCH = register(
     "TOP03", "max_batch_size is negative", "error",
     """
     max_batch_size is the largest batch the model accepts; 0 means the model does not
     batch and its dims are the full tensor shape. Triton refuses negative values
     ("'max_batch_size' must be non-negative value").
-    """, "TOP-03")
+    """, "TOP-03",
+    example=Example('backend: "python"\nmax_batch_size: -1\n' + IO))
 
 
 @model_rule

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tritonctl.repo_schema.context import ENSEMBLE_MEMBERS, VERSION_DIRS
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import ADD, H, IO, Example, Sibling, ensemble, ensemble_step
 from tritonctl.repo_schema.rules import model_rule
 
 NOTHING_TO_LOAD = register(
@@ -20,7 +21,8 @@ NOTHING_TO_LOAD = register(
     specific versions exists), the model fails: "at least one version must be
     available under the version policy of model '<m>'". Add a version directory (an
     empty `1/` for ensembles) or fix the policy.
-    """, "VP-03")
+    """, "VP-03",
+    example=Example(H + IO, files=("v1/model.py",)))
 VERSION_NOT_LOADED = register(
     "VP04", "ensemble step asks for a version that is not loaded", "error",
     """
@@ -29,7 +31,12 @@ VERSION_NOT_LOADED = register(
     default just the highest one). Otherwise the ensemble fails: "ensemble '<e>'
     depends on '<m>' whose required version N is not loaded". Use model_version: -1
     (latest), or widen the composing model's version_policy (all, or specific).
-    """, "VP-04")
+    """, "VP-04",
+    example=Example(
+        ensemble(ensemble_step(version=1)),
+        files=("1/",),
+        siblings=(Sibling("add", ADD.config, ("1/model.py", "2/model.py")),),
+    ))
 IGNORED_VERSION_DIR = register(
     "VP50", "subdirectory that Triton does not read as intended", "warning",
     """
@@ -39,14 +46,16 @@ IGNORED_VERSION_DIR = register(
     that start with a number (`1_old`, `2.5`) are read as that number by std::stoll, so
     `1_old` counts as version 1 while Triton loads the files of `1/`. Rename version
     directories to plain numbers and move everything else out of the model directory.
-    """, "VP-02")
+    """, "VP-02",
+    example=Example(H + IO, files=("1/model.py", "v2/model.py")))
 MISSING_SPECIFIC_VERSION = register(
     "VP51", "specific version without a directory", "warning",
     """
     A version listed in `version_policy { specific { versions: [...] } }` has no
     directory. Triton only logs "version <v> is specified for model '<m>', but the
     version directory is not present" and loads the others.
-    """, "VP-03")
+    """, "VP-03",
+    example=Example(H + IO + "version_policy { specific { versions: [ 1, 2 ] } }\n"))
 
 
 def available_versions(ctx) -> list[int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tritonctl.repo_schema.context import DATA_FILES
 from tritonctl.repo_schema.datatypes import BY_NUMBER
 from tritonctl.repo_schema.diagnostics import register
+from tritonctl.repo_schema.examples import H, IO, OUT, Example
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import model_config_pb2
 
@@ -17,14 +18,25 @@ VARIABLE_DIMS = register(
     Warmup data is generated before any request arrives, so every dimension must be a
     concrete size: "warmup setting expects all variable-size dimensions are specified
     for input '<n>'". Replace -1 with the size to warm up with.
-    """, "WU-03")
+    """, "WU-03",
+    example=Example(
+        H
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        + OUT
+        + 'model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } } } ]\n'
+    ))
 NO_DATA_SOURCE = register(
     "WU04", "warmup input without data", "error",
     """
     Each warmup input needs exactly one of zero_data: true, random_data: true or
     input_data_file: "<file in the model's warmup/ directory>"; otherwise Triton fails
     with "warmup setting expects input '<n>' to have input_data_type set".
-    """, "WU-04")
+    """, "WU-04",
+    example=Example(
+        H
+        + IO
+        + 'model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] } } } ]\n'
+    ))
 DATA_FILE = register(
     "WU05", "warmup data file missing or too small", "error",
     """
@@ -32,7 +44,12 @@ DATA_FILE = register(
     for non-string types the file must hold at least dims-product x type-size bytes
     ("warmup setting expects N bytes, but the data provided from <f>only has M bytes").
     String data uses Triton's 4-byte-length-prefixed format.
-    """, "WU-05")
+    """, "WU-05",
+    example=Example(
+        H
+        + IO
+        + 'model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "input0.bin" } } } ]\n'
+    ))
 SAMPLE_MISMATCH = register(
     "WU06", "warmup sample does not match the model inputs", "error",
     """
@@ -41,21 +58,36 @@ SAMPLE_MISMATCH = register(
     the model's inputs (or sequence controls), every non-optional input must be
     present ("expected N inputs but got M inputs"), and each data_type and shape must
     match the input's config (dims without the batch dimension).
-    """, "WU-06")
+    """, "WU-06",
+    example=Example(
+        H
+        + IO
+        + 'model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } } } ]\n'
+    ))
 COUNT_ON_SEQUENCE = register(
     "WU07", "repeated warmup sample on a sequence model", "warning",
     """
     `count` sends the sample that many times. Model configuration docs warn that
     count > 1 can break models with sequence batching, since the repeated requests are
     not a valid sequence. Use count: 1 for sequence models.
-    """, "WU-07")
+    """, "WU-07",
+    example=Example(
+        H
+        + IO
+        + 'sequence_batching { }\nmodel_warmup [ { name: "w" batch_size: 1 count: 3 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n'
+    ))
 BATCH_SIZE_ZERO = register(
     "WU50", "warmup sample with batch_size 0 is skipped", "warning",
     """
     batch_size defaults to 0, and Triton silently skips samples with batch_size 0 (only
     a verbose log line says so), so the model is not warmed up at all. Set batch_size: 1
     (non-batching models need exactly 1).
-    """, "NC-08")
+    """, "NC-08",
+    example=Example(
+        H
+        + IO
+        + 'model_warmup [ { name: "w" inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n'
+    ))
 
 def _type_name(data_type: int) -> str:
     return model_config_pb2().DataType.Name(data_type)
