@@ -174,3 +174,20 @@ def test_an_opset_onnxruntime_no_longer_runs_is_upgraded(tmp_path):
     x = np.ones((2, 3), dtype=np.float32)
     out = ort.InferenceSession(built.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(out[0], x + np.arange(3, dtype=np.float32))
+
+
+def test_an_upgraded_ir3_model_lists_the_initializers_the_converter_adds(tmp_path):
+    # Pad's pads become an initializer input from opset 11; IR version 3 lists initializers as inputs.
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Pad", ["x"], ["y"], pads=[0, 1, 0, 1], mode="constant", value=0.0)], "old_pad",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 5])])
+    source = tmp_path / "pad.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 6)], ir_version=3), source)
+    done = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "pad")
+    assert done.returncode == 0, done.stderr
+    built = onnx.load(str(tmp_path / "repo" / "pad" / "1" / "model.onnx"))
+    assert built.ir_version == 3
+    x = np.ones((2, 3), dtype=np.float32)
+    out = ort.InferenceSession(built.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(out[0], np.pad(x, ((0, 0), (1, 1))))

@@ -55,12 +55,19 @@ def upgrade_old_opset(model):
     from onnx import version_converter
 
     try:
-        return version_converter.convert_version(model, UPGRADE_OPSET)
+        upgraded = version_converter.convert_version(model, UPGRADE_OPSET)
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BuildError(f"the ONNX model uses opset {version}, older than the opset {OLDEST_RUNNABLE_OPSET} "
                          "onnxruntime (and Triton's onnxruntime backend) runs, and onnx's version converter "
                          f"cannot upgrade it: {reason}. Re-export it with opset {UPGRADE_OPSET} or newer") from None
+    if upgraded.ir_version < INITIALIZERS_APART_IR_VERSION:  # inputs the converter made initializers (Pad's pads)
+        from onnx import helper
+
+        listed = {v.name for v in upgraded.graph.input}
+        upgraded.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                    for t in upgraded.graph.initializer if t.name not in listed)
+    return upgraded
 
 
 def check(model) -> None:

@@ -86,12 +86,14 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     timer = _Timer(reporter)
     with timer.stage("load source"):
         source = _load(kind, options)
+    upgraded_from = None
     if source.onnx_model is not None:
         upgraded = onnx_prep.upgrade_old_opset(source.onnx_model)
         if upgraded is not None:
-            reporter.note(f"opset: {onnx_prep.default_opset(source.onnx_model)} -> {onnx_prep.UPGRADE_OPSET} "
-                          f"(onnxruntime runs opset {onnx_prep.OLDEST_RUNNABLE_OPSET} and newer); the accuracy "
-                          "check compares with the upgraded model")
+            upgraded_from = onnx_prep.default_opset(source.onnx_model)
+            reporter.note(f"opset: {upgraded_from} -> {onnx_prep.UPGRADE_OPSET} (onnxruntime runs opset "
+                          f"{onnx_prep.OLDEST_RUNNABLE_OPSET} and newer); the accuracy check compares with the "
+                          "upgraded model")
             source.onnx_model = upgraded
     versions = manifest.tool_versions()
     gpu = None
@@ -133,7 +135,15 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
         report = None
         if options.check:
             with timer.stage("check accuracy"):
-                report = _check(options, source, prepared, result_path, max_batch)
+                try:
+                    report = _check(options, source, prepared, result_path, max_batch)
+                except BuildError as exc:
+                    if upgraded_from is None:
+                        raise
+                    raise BuildError(f"{exc}. The model was converted from opset {upgraded_from} to "
+                                     f"{onnx_prep.UPGRADE_OPSET} by onnx's version converter, which may not have "
+                                     f"kept its meaning: re-export it with opset {onnx_prep.UPGRADE_OPSET} or "
+                                     "newer") from None
             reporter.accuracy(report)
             if not report.passed:
                 failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})"
