@@ -184,6 +184,18 @@ def test_bad_gpus_value_is_a_usage_error(work, capsys, monkeypatch):
     monkeypatch.setenv("TRITONCTL_ASSUME_GPUS", "lots")
     code, _, err = cli(capsys, "validate", "g.pbtxt")
     assert code == 2 and "TRITONCTL_ASSUME_GPUS" in err
+    # A count no server has is a typo, refused in one line (not an overflow deep inside).
+    monkeypatch.delenv("TRITONCTL_ASSUME_GPUS")
+    code, _, err = cli(capsys, "validate", "g.pbtxt", "--gpus", "99999999999999999999")
+    assert code == 2 and err.strip().splitlines()[-1].startswith(
+        "error: --gpus 99999999999999999999 is more GPUs than one server has (at most 1024)")
+
+
+def test_many_gpus_are_named_as_a_range(work, capsys):
+    Path("g.pbtxt").write_text(GPU_GROUP.replace("gpus: [ 1 ]", "gpus: [ 40 ]"))
+    code, out, _ = cli(capsys, "validate", "g.pbtxt", "--gpus", "32", "--format", "json")
+    found = [d["message"] for d in json.loads(out)["diagnostics"] if d["code"] == "IG05"]
+    assert code == 1 and found == ["instance group 'g_0' lists gpu id 40, but the available GPU ids are: 0 to 31"]
 
 
 def test_help_names_the_gpu_flag_and_variable(capsys):

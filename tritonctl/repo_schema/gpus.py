@@ -28,6 +28,7 @@ from pathlib import Path
 
 ASSUME_GPUS_ENV = "TRITONCTL_ASSUME_GPUS"
 PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+MAX_GPUS = 1024  # far above any one machine; a larger count is a typo
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _physical_gpus() -> tuple[int, str]:
 def assumed_gpus() -> int | None:
     """The count from TRITONCTL_ASSUME_GPUS, or None when unset or not a number >= 0."""
     raw = os.environ.get(ASSUME_GPUS_ENV, "").strip()
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isdigit() and int(raw) <= MAX_GPUS else None
 
 
 def local_gpus() -> GpuInfo:
@@ -111,6 +112,9 @@ def target_gpus(value: str | None, source: str = "--gpus") -> GpuInfo | None:
         return None
     if text.lower() == "local":
         return local_gpus()
+    if text.isdigit() and int(text) > MAX_GPUS:
+        raise ValueError(f"{source} {text} is more GPUs than one server has (at most {MAX_GPUS}); give the "
+                         "target server's GPU count")
     if text.isdigit():
         return GpuInfo(int(text), f"{source} {int(text)}" if source.startswith("-") else f"{source}={int(text)}")
     raise ValueError(f"{source} takes a GPU count (0, 1, 2, ...) or 'local', not {text!r}")

@@ -300,7 +300,7 @@ def _check_kind(ctx, group, name: str, base: tuple, is_tensorrt: bool) -> None:
             ctx.report(INVALID_GPU_ID, f"instance group '{name}' lists gpu id {gid}; GPU ids count from 0",
                        base + ("gpus", j), hint=_gpu_hint(None))
         elif gpus is not None and gid not in gpus.ids:
-            available = ", ".join(map(str, gpus.ids)) or "none"
+            available = (", ".join(map(str, gpus.ids)) if gpus.count <= 8 else f"0 to {gpus.count - 1}") or "none"
             ctx.report(INVALID_GPU_ID, f"instance group '{name}' lists gpu id {gid}, but the available GPU ids are: "
                        f"{available}", base + ("gpus", j), hint=_gpu_hint(gpus))
 
