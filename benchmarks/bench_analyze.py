@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze  # noqa: E402
 from tritonctl.analyzer.engine import SubprocessEngine  # noqa: E402
 from tritonctl.analyzer.objective import Objective  # noqa: E402
-from tritonctl.analyzer.options import PerfOptions  # noqa: E402
-from tritonctl.analyzer.perf import run_perf  # noqa: E402
+from tritonctl.perf.options import PerfOptions  # noqa: E402
+from tritonctl.perf.run import run_perf  # noqa: E402
 from tritonctl.analyzer.point import Point  # noqa: E402
 from tritonctl.analyzer.search import SearchSpace, build_candidates, load_model_config  # noqa: E402
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from helpers.serve_models import write_add_sub, write_onnx_only
-from tritonctl.analyzer.options import PerfError, PerfOptions
-from tritonctl.analyzer.perf import run_perf
-from tritonctl.analyzer.report import CSV_COLUMNS
+from tritonctl.perf.options import PerfError, PerfOptions
+from tritonctl.perf.run import run_perf
+from tritonctl.perf.report import CSV_COLUMNS
 from helpers.cli_runner import cli
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 

@@ -20,7 +20,7 @@ from tritonctl import __version__
 from tritonctl.analyzer.checkpoint import Checkpoint
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point, choose_best, summarize
-from tritonctl.analyzer.options import PerfError, PerfOptions, check_options
+from tritonctl.perf.options import PerfError, PerfOptions, check_options
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
                                        load_model_config)
@@ -238,7 +238,7 @@ class _Runner:
         return point
 
     def _measure(self, candidate: Candidate, concurrency: int, stage: str, repeat: int) -> Point:
-        from tritonctl.analyzer.perf import run_perf
+        from tritonctl.perf.run import run_perf
 
         options = self.options
         if self.loaded != candidate.config_hash:

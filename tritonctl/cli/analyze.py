@@ -98,7 +98,7 @@ def analyze(
 
     from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
     from tritonctl.analyzer.objective import Constraints, Objective
-    from tritonctl.analyzer.options import PerfError, parse_shapes
+    from tritonctl.perf.options import PerfError, parse_shapes
     from tritonctl.analyzer.search import AnalyzeError, SearchSpace
     from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_kinds, parse_powers,
                                                   parse_preferred)

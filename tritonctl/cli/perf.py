@@ -71,10 +71,10 @@ def perf(
 ) -> None:
     from rich.console import Console
 
-    from tritonctl.analyzer.options import (PerfError, PerfOptions, parse_concurrency_range,
+    from tritonctl.perf.options import (PerfError, PerfOptions, parse_concurrency_range,
                                             parse_request_rate_range, parse_shapes)
-    from tritonctl.analyzer.perf import run_perf
-    from tritonctl.analyzer.report import render_table, to_csv, to_json
+    from tritonctl.perf.run import run_perf
+    from tritonctl.perf.report import render_table, to_csv, to_json
 
     err = Console(stderr=True)
     try:

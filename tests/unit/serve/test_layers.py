@@ -18,7 +18,7 @@ from tritonctl.serve.core.sequence import SequenceScheduler
 
 ABOVE_THE_CORE = ("tritonctl.serve.backends", "tritonctl.serve.grpc", "tritonctl.serve.http",
                   "tritonctl.serve.metrics", "tritonctl.serve.runtime", "tritonctl.serve.native_front_end",
-                  "tritonctl.cli", "tritonctl.analyzer")
+                  "tritonctl.cli", "tritonctl.analyzer", "tritonctl.perf")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonctl.analyzer.measurement import (LevelResult, ServerStats, Window, is_stable, merge_windows,
+from tritonctl.perf.measurement import (LevelResult, ServerStats, Window, is_stable, merge_windows,
                                             percentile_ns, series_stable)
 
 
@@ -70,7 +70,7 @@ def test_merge_windows_combines_requests_time_and_server_stats():
 
 
 def test_one_window_or_identical_windows_have_no_spread():
-    from tritonctl.analyzer.measurement import relative_spread
+    from tritonctl.perf.measurement import relative_spread
 
     assert relative_spread([]) == relative_spread([5.0]) == relative_spread([3.0, 3.0, 3.0]) == 0.0
     assert relative_spread([90.0, 110.0, 100.0]) == pytest.approx(0.1)

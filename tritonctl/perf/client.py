@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritonctl.analyzer.measurement import ServerStats
-from tritonctl.analyzer.options import PerfError
+from tritonctl.perf.measurement import ServerStats
+from tritonctl.perf.options import PerfError
 
 
 @dataclass(frozen=True)

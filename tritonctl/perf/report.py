@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from tritonctl.analyzer.perf import PerfResult
+from tritonctl.perf.run import PerfResult
 
 CSV_COLUMNS = (
     "concurrency", "request_rate", "throughput_infer_per_s", "avg_latency_us", "p50_latency_us", "p90_latency_us",

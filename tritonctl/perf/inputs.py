@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tritonctl.analyzer.client import ModelInfo
-from tritonctl.analyzer.options import PerfError
+from tritonctl.perf.client import ModelInfo
+from tritonctl.perf.options import PerfError
 from tritonctl.repo_schema.datatypes import DATATYPES
 
 # Protocol datatype -> numpy dtype name of generated data (BF16 has no numpy type to generate).

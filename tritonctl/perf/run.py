@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tritonctl.analyzer.client import ModelInfo, PerfClient
-from tritonctl.analyzer.inputs import build_requests, request_shapes
-from tritonctl.analyzer.loadgen import LoadGenerator
-from tritonctl.analyzer.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
-from tritonctl.analyzer.options import PerfError, PerfOptions, check_options
+from tritonctl.perf.client import ModelInfo, PerfClient
+from tritonctl.perf.inputs import build_requests, request_shapes
+from tritonctl.perf.loadgen import LoadGenerator
+from tritonctl.perf.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
+from tritonctl.perf.options import PerfError, PerfOptions, check_options
 
 CLIENT_BOUND_CPU_PCT = 80.0  # the client's event loop is one thread: near 100% of a core, it is the limit
 

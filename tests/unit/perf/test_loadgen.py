@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from tritonctl.analyzer.loadgen import LoadGenerator, LoadState
+from tritonctl.perf.loadgen import LoadGenerator, LoadState
 
 
 def test_concurrency_keeps_n_in_flight_and_drains_on_stop():
@@ -54,7 +54,7 @@ def test_request_rate_sends_at_the_rate_and_records_failures():
 def test_ctrl_c_is_never_swallowed_by_the_wait_for_progress():
     """A cancellation (asyncio.run's answer to Ctrl-C) that lands as the awaited count is reached
     must still end the sweep; asyncio.wait_for on Python 3.10/3.11 drops it in that case."""
-    from tritonctl.analyzer.perf import _wait
+    from tritonctl.perf.run import _wait
 
     async def cancelled_as_the_event_is_set() -> bool:
         event = asyncio.Event()
@@ -74,7 +74,7 @@ def test_ctrl_c_is_never_swallowed_by_the_wait_for_progress():
 def test_ctrl_c_inside_a_client_task_is_not_printed_again(caplog):
     """Ctrl-C can land inside a task of the HTTP client: the interrupt goes up to the user once,
     with no 'Task exception was never retrieved' traceback after it; other errors still show."""
-    from tritonctl.analyzer.perf import _quiet_about_interrupts
+    from tritonctl.perf.run import _quiet_about_interrupts
 
     async def client_task(error: BaseException):
         await asyncio.sleep(0)

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from tritonctl.analyzer.client import ModelInfo, TensorSpec
-from tritonctl.analyzer.inputs import build_requests, request_shapes
-from tritonctl.analyzer.options import (PerfError, PerfOptions, check_options, parse_concurrency_range,
+from tritonctl.perf.client import ModelInfo, TensorSpec
+from tritonctl.perf.inputs import build_requests, request_shapes
+from tritonctl.perf.options import (PerfError, PerfOptions, check_options, parse_concurrency_range,
                                         parse_request_rate_range, parse_shapes)
 
 

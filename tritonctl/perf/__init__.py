@@ -1,0 +1,1 @@
+"""The load generator behind ``tritonctl perf``, which ``tritonctl analyze`` measures with."""
