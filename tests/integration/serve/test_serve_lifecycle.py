@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -74,21 +75,40 @@ def test_http_disconnect_drops_the_request_before_it_runs(served):
     assert stats_of(served, "delayed")["execution_count"] == before["execution_count"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+CLI_TRANSPORTS = {"grpc_transport": "--grpc-transport", "http_transport": "--http-transport"}
+
+
+def serve_subprocess(repo: Path, transports: dict, *flags: str) -> tuple[subprocess.Popen, int]:
+    """``tritonctl serve`` in a process of its own on ports it picks itself (no port another
+    process may take first), and its HTTP port, read from the line that says it is serving; its
+    output is drained meanwhile."""
+    from tritonctl.analyzer.engine import SERVING_LINE
+
+    choices = [arg for key, value in transports.items() for arg in (CLI_TRANSPORTS[key], value)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
+         "--metrics-port", "0", *choices, *flags],
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[3])), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            match = SERVING_LINE.search(lines.get(timeout=max(deadline - time.monotonic(), 0.01)).rstrip())
+        except queue.Empty:
+            break
+        if match:
+            return process, int(match.group(1))
+    process.kill()
+    process.wait()
+    raise AssertionError("the server did not say it is serving within 30 s")
 
 
 @pytest.mark.timeout(60)
-def test_sigterm_answers_in_flight_requests_then_exits_zero(tmp_path):
+def test_sigterm_answers_in_flight_requests_then_exits_zero(tmp_path, transports):
     repo = serving_repository(tmp_path / "repo")
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[3]))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", str(http_port), "--grpc-port",
-         str(grpc_port), "--metrics-port", str(metrics_port), "--exit-timeout-secs", "10"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process, http_port = serve_subprocess(repo, transports, "--exit-timeout-secs", "10")
     try:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
         assert wait_for(lambda: _ready(client), timeout=30), "server did not become ready"
