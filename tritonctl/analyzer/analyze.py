@@ -20,12 +20,15 @@ from tritonctl import __version__
 from tritonctl.analyzer.checkpoint import Checkpoint
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point, choose_best, summarize
+from tritonctl.analyzer.output import apply_config, write_best_config, write_html, write_summary
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
 from tritonctl.analyzer.point import Point
+from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
                                        load_model_config)
 from tritonctl.analyzer.strategy import Search, run_exhaustive, run_smart, smart_budget
 from tritonctl.analyzer.sweep import SweepRule, sweep
+from tritonctl.perf.run import run_perf
 
 if TYPE_CHECKING:
     import pandas
@@ -238,8 +241,6 @@ class _Runner:
         return point
 
     def _measure(self, candidate: Candidate, concurrency: int, stage: str, repeat: int) -> Point:
-        from tritonctl.perf.run import run_perf
-
         options = self.options
         if self.loaded != candidate.config_hash:
             self.touched = True
@@ -276,9 +277,6 @@ def _points_by_stage(points: list[Point]) -> dict[str, int]:
 
 def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, search: Search, runner: _Runner,
             started: datetime, wall_s: float, interrupted: bool) -> AnalyzeResult:
-    from tritonctl.analyzer.output import apply_config, write_best_config, write_html, write_summary
-    from tritonctl.analyzer.results import points_frame, write_tables
-
     points = [p for r in search.results.values() for p in r.points]
     points += [p for samples in search.samples.values() for p in samples]
     seen = {id(p) for p in points}

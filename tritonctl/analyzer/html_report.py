@@ -14,9 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tritonctl.analyzer import report_data
+from tritonctl.analyzer import report_data, report_plots
 from tritonctl.analyzer import report_format as fmt
 from tritonctl.analyzer.report_data import knob_summary
+from tritonctl.optional import require
 
 if TYPE_CHECKING:
     import pandas
@@ -49,8 +50,6 @@ def write_html_report(path: Path, measurements: "pandas.DataFrame", meta: dict) 
 
 def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
     """The report as one HTML string."""
-    from tritonctl.optional import require
-
     jinja2 = require("jinja2", "the HTML report")
     get_plotlyjs = require("plotly.offline", "the HTML report").get_plotlyjs
 
@@ -104,8 +103,6 @@ def _final_round(final: dict | None) -> dict | None:
 
 def _figures(frame, bests, chosen, default, limits, meta) -> list[dict]:
     """The figures in reading order, each as {id, title, caption, json}; none for an empty run."""
-    from tritonctl.analyzer import report_plots
-
     plotted = frame.dropna(subset=["throughput", "p99_ms"])
     if plotted.empty:
         return []

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tritonctl.analyzer.objective import NOISE, Constraints
+
 if TYPE_CHECKING:
     import pandas
 
@@ -69,8 +71,6 @@ def config_bests(frame: "pandas.DataFrame", constraints: dict | None = None) -> 
     meets_constraints False. Rows come best first: passing configs by objective, then the others
     by how close they came."""
     from types import SimpleNamespace
-
-    from tritonctl.analyzer.objective import NOISE, Constraints
 
     if frame.empty:
         return frame.assign(points=[])

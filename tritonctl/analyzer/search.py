@@ -18,6 +18,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tritonctl.repo_schema.autocomplete import effective_config
+from tritonctl.repo_schema.context import ModelContext, RepositoryContext
+from tritonctl.repo_schema.diagnostics import Severity
+from tritonctl.repo_schema.gpus import detect_gpus
+from tritonctl.repo_schema.normalize import core_normalize
+from tritonctl.repo_schema.repository import ModelSource
+from tritonctl.repo_schema.schema import model_config_pb2
+from tritonctl.repo_schema.validate import check_model, validate_paths
+from tritonctl.repo_schema.writer import to_json_dict, to_pbtxt
+
 AUTO = -1  # --preferred-batch-sizes auto: every power of two below each max_batch_size
 KIND_NAMES = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}
 
@@ -98,8 +108,6 @@ class Candidate:
     @cached_property
     def config_json(self) -> str:
         """The config as the repository load API's ``config`` parameter takes it."""
-        from tritonctl.repo_schema.writer import to_json_dict
-
         return json.dumps(to_json_dict(self.config))
 
     @property
@@ -107,8 +115,6 @@ class Candidate:
         return hashlib.sha256(self.config_json.encode()).hexdigest()[:16]
 
     def pbtxt(self, header: str | None = None) -> str:
-        from tritonctl.repo_schema.writer import to_pbtxt
-
         return to_pbtxt(self.config, header)
 
 
@@ -144,11 +150,6 @@ def default_instance_counts(kind: str) -> tuple[int, ...]:
 
 def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
     """The model directory and its effective config; refuses what analyze cannot tune."""
-    from tritonctl.repo_schema.autocomplete import effective_config
-    from tritonctl.repo_schema.diagnostics import Severity
-    from tritonctl.repo_schema.gpus import detect_gpus
-    from tritonctl.repo_schema.validate import validate_paths
-
     if not repository.is_dir():
         raise AnalyzeError(f"{repository} is not a directory (give the model repository)")
     model_dir = repository / model
@@ -174,8 +175,6 @@ def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
 
 def default_knobs(config) -> Knobs:
     """The knob values of a config as written (an approximation when it has several instance groups)."""
-    from tritonctl.repo_schema.schema import model_config_pb2
-
     kinds = model_config_pb2().ModelInstanceGroup.Kind
     groups = list(config.instance_group)
     batching = config.HasField("dynamic_batching")
@@ -192,9 +191,6 @@ def default_knobs(config) -> Knobs:
 
 def make_config(base, knobs: Knobs, model_dir: Path):
     """The base config with the knobs set, normalized the way the server will normalize it."""
-    from tritonctl.repo_schema.normalize import core_normalize
-    from tritonctl.repo_schema.schema import model_config_pb2
-
     pb = model_config_pb2()
     config = pb.ModelConfig()
     config.CopyFrom(base)
@@ -270,11 +266,6 @@ def build_candidates(model_dir: Path, base, space: SearchSpace, validate: bool =
 def validation_error(model_dir: Path, pbtxt: str) -> str | None:
     """The first error ``tritonctl validate`` reports for this config text in ``model_dir``, or None."""
     import tempfile
-
-    from tritonctl.repo_schema.context import ModelContext, RepositoryContext
-    from tritonctl.repo_schema.diagnostics import Severity
-    from tritonctl.repo_schema.repository import ModelSource
-    from tritonctl.repo_schema.validate import check_model
 
     with tempfile.TemporaryDirectory(prefix="tritonctl-candidate-") as tmp:
         path = Path(tmp) / "config.pbtxt"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tritonctl.convert.errors import BuildError
+from tritonctl.optional import require
 from tritonctl.repo_schema.datatypes import DATATYPES
 
 Arrays = dict  # input or output name -> numpy array
@@ -175,8 +176,6 @@ def rowwise(runner: Runner) -> Runner:
 
 
 def ort_session(model):
-    from tritonctl.optional import require
-
     ort = require("onnxruntime", "running an ONNX model")
     options = ort.SessionOptions()
     options.log_severity_level = 4  # errors come back as exceptions, reported once

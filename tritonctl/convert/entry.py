@@ -10,8 +10,10 @@ from pathlib import Path
 from tritonctl.convert import manifest
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.options import BuildOptions
-from tritonctl.repo_schema.generate import GeneratedConfig, GenerateError, GenerateOptions, config_from_model_io
+from tritonctl.repo_schema.generate import GenerateError, GenerateOptions, GeneratedConfig, config_from_model_io, write_model_entry
 from tritonctl.repo_schema.modelfiles import ModelIO
+from tritonctl.repo_schema.validate import validate_paths
+from tritonctl.repo_schema.writer import to_pbtxt
 
 
 @dataclass
@@ -29,8 +31,6 @@ class BuiltConfig(GeneratedConfig):
     source: str = field(default="")
 
     def text(self, source: Path | None = None) -> str:
-        from tritonctl.repo_schema.writer import to_pbtxt
-
         return to_pbtxt(self.config, header=f"Built by tritonctl build from {self.source}")
 
 
@@ -63,9 +63,6 @@ def _owned(version_dir: Path, config_path: Path) -> bool:
 
 def write_entry(options: BuildOptions, io: ModelIO, result: Path, max_batch: int, work: Path, info: dict,
                 reporter) -> WrittenBuild:
-    from tritonctl.repo_schema.generate import write_model_entry
-    from tritonctl.repo_schema.validate import validate_paths
-
     if options.format == "plan":  # the engine itself is the authority on its tensors and batch limit
         from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io
 

@@ -20,7 +20,10 @@ from tritonctl.convert import accuracy, calibration, manifest, onnx_prep
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.options import DEFAULT_MAX_BATCH_SIZE, BuildOptions, source_kind
 from tritonctl.convert.prepare import PreparedOnnx, batchable, prepare_onnx, specs_for
-from tritonctl.convert.tensorrt_build import ProgressEvent
+from tritonctl.convert.profiles import compute_profile
+from tritonctl.convert.tensorrt_build import ProgressEvent, build_engine, has_qdq, precision_flags
+from tritonctl.convert.torch_export import export_onnx, load_torch_source, run_torch
+from tritonctl.repo_schema.modelfiles import ModelIO, TensorInfo
 
 
 class Reporter:
@@ -211,7 +214,6 @@ def _load(kind: str, options: BuildOptions) -> _Source:
         if model.graph.initializer and any(t.data_location == 1 for t in model.graph.initializer):
             onnx.load_external_data_for_model(model, str(Path(options.source).parent))
         return _Source(kind, hashlib.sha256(data).hexdigest(), onnx_model=model)
-    from tritonctl.convert.torch_export import load_torch_source
 
     torch_source = load_torch_source(kind, options.source, options.inputs)
     return _Source(kind, torch_source.digest, torch=torch_source)
@@ -219,8 +221,6 @@ def _load(kind: str, options: BuildOptions) -> _Source:
 
 def _torch_specs(torch_source, batch: int | None, options: BuildOptions) -> list:
     """Example-input specs for a PyTorch source (batch None: its inputs have no batch axis)."""
-    from tritonctl.repo_schema.modelfiles import ModelIO, TensorInfo
-
     numpy_to_triton = {v: k for k, v in accuracy.NUMPY_DTYPES.items() if k != "TYPE_BF16"}
     infos = [TensorInfo(s.name, numpy_to_triton.get(s.dtype, ""), ((-1,) if batch else ()) + s.dims, s.dtype)
              for s in torch_source.inputs]
@@ -229,8 +229,6 @@ def _torch_specs(torch_source, batch: int | None, options: BuildOptions) -> list
 
 def _export(torch_source, options: BuildOptions, work: Path, record: dict):
     import onnx
-
-    from tritonctl.convert.torch_export import export_onnx, run_torch
 
     batch = 2 if torch_source.batch_dynamic else None
     arrays = accuracy.random_inputs(_torch_specs(torch_source, batch, options), options.seed)
@@ -260,9 +258,6 @@ def _dtypes(io) -> dict[str, str]:
 
 
 def _build_plan(options: BuildOptions, prepared: PreparedOnnx, max_batch: int, work: Path, reporter: Reporter):
-    from tritonctl.convert.profiles import compute_profile
-    from tritonctl.convert.tensorrt_build import build_engine, has_qdq, precision_flags
-
     profile = compute_profile(prepared.io.inputs, max_batch, options.opt_batch_size, options.shapes)
     flags = precision_flags(options.precision, has_qdq(prepared.model), options.calibration_data is not None)
     batches = None

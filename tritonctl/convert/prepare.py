@@ -11,6 +11,7 @@ from tritonctl.convert.errors import BuildError
 from tritonctl.convert.profiles import check_shapes
 from tritonctl.convert.spec import ShapeSpec
 from tritonctl.repo_schema.modelfiles import ModelIO
+from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
 # Batch size used to verify a dynamic-batch rewrite row by row.
 VERIFY_ROWS = 3
@@ -47,8 +48,6 @@ def batchable(io: ModelIO) -> bool:
 def verify_rows(original, rewritten, changes: list[str], shapes: list[ShapeSpec], seed: int) -> None:
     """The rewritten model at batch VERIFY_ROWS must give, row for row, what the original
     gives for each sample alone."""
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
-
     io = _io_of(rewritten, read_onnx_io)
     arrays = accuracy.random_inputs(specs_for(io, VERIFY_ROWS, shapes), seed)
     names = [t.name for t in io.outputs]
@@ -85,8 +84,6 @@ def prepare_onnx(model, path: Path, want_batch: bool, shapes: list[ShapeSpec], s
                  verify: bool = True) -> PreparedOnnx:
     """Dynamic batch when the model pins it to 1 (verified row by row), constant folding,
     then onnx's checker and shape inference on the result, saved to ``path``."""
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
-
     onnx_prep.check_ir_version(model)
     changes: list[str] = []
     fixed = want_batch and onnx_prep.has_fixed_batch_of_one(model)

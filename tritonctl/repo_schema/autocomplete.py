@@ -22,6 +22,8 @@ from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO, TensorInfo
 from tritonctl.repo_schema.normalize import core_normalize
 from tritonctl.repo_schema import python_autocomplete as pyac
 from tritonctl.repo_schema.examples import AUTO_COMPLETE, H, ORT_FIXED, OUT, Example
+from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
+from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
 from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, PythonCompletion, complete_config
 from tritonctl.repo_schema.repository import ModelSource, version_dirs
 from tritonctl.repo_schema.schema import data_type_value, model_config_pb2
@@ -314,7 +316,6 @@ def autocomplete_onnxruntime(config, version_dir: Path | None, report,
     has_inputs = bool(config.input) or bool(config.batch_input)
     if has_inputs and config.output:
         return
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
     filename = config.default_model_filename or "model.onnx"
     if version_dir is None:
@@ -357,8 +358,6 @@ def _autocomplete_tensorrt(config, version_dir: Path | None, report) -> None:
     Triton runs this only when the first instance group is KIND_GPU; reading an engine
     needs the ``tensorrt`` package and a GPU.
     """
-    from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
-
     kinds = model_config_pb2().ModelInstanceGroup.Kind
     if config.instance_group[0].kind != kinds.Value("KIND_GPU") or (config.input and config.output):
         return

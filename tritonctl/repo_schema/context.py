@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from tritonctl.repo_schema.autocomplete import complete_python_model
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.gpus import GpuInfo, detect_gpus
-from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
+from tritonctl.repo_schema.normalize import core_normalize
+from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy, NOT_READ, PARALLEL_STUBS, PythonCompletion
 from tritonctl.repo_schema.repository import ModelSource, VersionDir
 
 # What a config-only check leaves out, in the order the info line lists them.
@@ -123,8 +125,6 @@ class ModelContext:
     def normalized(self):
         """The config after Triton's core normalization (name, platform/backend,
         default filename, version policy, preferred sizes, pinned memory)."""
-        from tritonctl.repo_schema.normalize import core_normalize
-
         return core_normalize(self.config, self.model_dir, detect=not self.options.config_only)
 
     @cached_property
@@ -133,9 +133,6 @@ class ModelContext:
         return self._complete_python()
 
     def _complete_python(self):
-        from tritonctl.repo_schema.autocomplete import complete_python_model
-        from tritonctl.repo_schema.python_autocomplete import NOT_READ, PythonCompletion
-
         if self.normalized.backend != "python":
             return None
         if not self.can_check(MODEL_FILES):
@@ -149,7 +146,6 @@ class ModelContext:
         completion = self.python_completion
         if completion is None or completion.config is None:
             return self.normalized
-        from tritonctl.repo_schema.normalize import core_normalize
 
         return core_normalize(completion.config, self.model_dir)
 
@@ -193,8 +189,6 @@ def complete_python_models(contexts) -> None:
     loads models on several threads (--model-load-thread-count, 4 by default), so the models'
     stub processes do not wait on each other; each model's rules then find the result."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from tritonctl.repo_schema.python_autocomplete import PARALLEL_STUBS
 
     todo = [ctx for ctx in contexts if not ctx.checked and "python_completion" not in ctx.__dict__
             and ctx.source.parsed.ok and ctx.normalized.backend == "python"]

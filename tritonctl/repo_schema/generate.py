@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tritonctl.repo_schema.autocomplete import DEFAULT_MAX_BATCH_SIZE, batch_capable, fill_tensors
 from tritonctl.repo_schema.modelfiles import ModelIO, TensorInfo
-from tritonctl.repo_schema.schema import model_config_pb2
+from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
+from tritonctl.repo_schema.schema import model_config_pb2, onnx_pb2
 from tritonctl.repo_schema.writer import to_pbtxt
 
 MODEL_FILENAME = {"onnxruntime": "model.onnx", "tensorrt": "model.plan"}
@@ -87,7 +88,6 @@ def read_model_io(model_file: Path, backend: str) -> tuple[ModelIO, int]:
         from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
         return read_onnx_io(model_file), 0
-    from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
 
     missing = unavailable_reason()
     if missing:
@@ -228,8 +228,6 @@ class WrittenEntry:
 
 def _external_data_files(model_file: Path) -> list[str]:
     """Relative paths of the external-data files an ONNX model refers to."""
-    from tritonctl.repo_schema.schema import onnx_pb2
-
     model = onnx_pb2().ModelProto()
     try:
         model.ParseFromString(model_file.read_bytes())

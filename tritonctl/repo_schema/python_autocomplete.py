@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonctl.repo_schema.modelfiles.python import read_python_model
+from tritonctl.repo_schema.pb_config import config_to_json
 
 # Triton's Python backend gives its stub process `stub-timeout-seconds` (30 by default) to answer.
 DEFAULT_TIMEOUT_S = 30.0
@@ -77,7 +78,6 @@ def complete_config(config, model_file: Path, policy: ModelCodePolicy) -> Python
         return PythonCompletion(NO_HOOK, model_file=model_file)
     if not policy.run:
         return PythonCompletion(NOT_RUN, message="model code is not run (--no-exec)", model_file=model_file)
-    from tritonctl.repo_schema.pb_config import config_to_json
 
     absolute = model_file.resolve()
     request = {"model_file": str(absolute), "name": config.name, "config": json.dumps(config_to_json(config))}

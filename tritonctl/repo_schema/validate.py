@@ -8,7 +8,11 @@ from pathlib import Path
 from tritonctl.repo_schema.context import (NOT_CHECKED_ORDER, CheckOptions, ModelContext, RepositoryContext,
                                            complete_python_models, default_options)
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
+from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV
 from tritonctl.repo_schema.repository import CONFIG_FILENAME, ModelSource, looks_like_model_dir, model_dirs
+from tritonctl.repo_schema.rules import MODEL_RULES, REPOSITORY_RULES
+from tritonctl.repo_schema.rules.instances import GPUS_NOT_CHECKED
+from tritonctl.repo_schema.rules.layout import NOT_CHECKED
 
 
 @dataclass
@@ -55,8 +59,6 @@ def config_files(directory: Path) -> list[Path]:
 
 
 def check_model(ctx: ModelContext) -> None:
-    from tritonctl.repo_schema.rules import MODEL_RULES
-
     if ctx.checked:
         return
     ctx.checked = True
@@ -82,8 +84,6 @@ def _overlaps(a, b) -> bool:
 
 def validate_repository(root: Path, config_name: str | None = None,
                         options: CheckOptions | None = None) -> RepositoryContext:
-    from tritonctl.repo_schema.rules import REPOSITORY_RULES
-
     repo = RepositoryContext(root, options=options or default_options())
     for model_dir in model_dirs(root):
         repo.models[model_dir.name] = ModelContext(ModelSource(model_dir, config_name, values=repo.options.fill_values), repo)
@@ -166,10 +166,6 @@ def _filled(repo: RepositoryContext) -> set[str]:
 
 def _not_checked_notes(not_checked: set[str], where: Path | None) -> list[Diagnostic]:
     """The info lines saying, once per run, what was left unchecked and how to check it."""
-    from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV
-    from tritonctl.repo_schema.rules.instances import GPUS_NOT_CHECKED
-    from tritonctl.repo_schema.rules.layout import NOT_CHECKED
-
     notes = []
     skipped = [what for what in NOT_CHECKED_ORDER if what in not_checked]
     if skipped:

@@ -18,6 +18,7 @@ from typing import Callable
 
 from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.diagnostics import Diagnostic, register_fix
+from tritonctl.repo_schema.normalize import _first_version_dir
 from tritonctl.repo_schema.schema import model_config_pb2
 
 
@@ -314,8 +315,6 @@ class FixContext:
         return found
 
     def version_dir(self) -> Path | None:
-        from tritonctl.repo_schema.normalize import _first_version_dir
-
         return _first_version_dir(self.model_dir)
 
 

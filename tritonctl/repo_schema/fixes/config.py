@@ -8,6 +8,8 @@ from tritonctl.repo_schema.fixes.base import (
     Edit, Fix, FixContext, fixer, insert_top_level, quote, remove_node, unique_candidate,
 )
 from tritonctl.repo_schema.fixes.files import detected_backend, model_file_backend
+from tritonctl.repo_schema.normalize import BACKEND_OF_PLATFORM, core_normalize
+from tritonctl.repo_schema.rules.parameters import known_keys
 from tritonctl.repo_schema.rules.platform import KNOWN_BACKENDS, KNOWN_PLATFORMS, PLATFORM_ALIASES
 
 
@@ -133,7 +135,6 @@ def fix_unexpected_platform(ctx: FixContext) -> Fix | None:
     candidate = PLATFORM_ALIASES.get(lowered) or unique_candidate(platform, KNOWN_PLATFORMS)
     if candidate is None:
         return None
-    from tritonctl.repo_schema.normalize import BACKEND_OF_PLATFORM
 
     if detected is not None and BACKEND_OF_PLATFORM.get(candidate) != detected:
         return None
@@ -209,9 +210,6 @@ def fix_unknown_backend(ctx: FixContext) -> Fix | None:
     are left alone.
     """)
 def fix_parameter_key(ctx: FixContext) -> Fix | None:
-    from tritonctl.repo_schema.normalize import core_normalize
-    from tritonctl.repo_schema.rules.parameters import known_keys
-
     config = ctx.config
     path = _value_path(ctx, "parameters", None, "key")
     if config is None or path is None:

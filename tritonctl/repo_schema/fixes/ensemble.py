@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 
+from tritonctl.repo_schema.autocomplete import effective_config
 from tritonctl.repo_schema.fixes.base import Edit, Fix, FixContext, fixer, quote, unique_candidate
 from tritonctl.repo_schema.repository import looks_like_model_dir
 
@@ -41,8 +42,6 @@ def fix_step_model(ctx: FixContext) -> Fix | None:
 
 
 def _map_key_fix(ctx: FixContext, map_name: str, side: str) -> Fix | None:
-    from tritonctl.repo_schema.autocomplete import effective_config
-
     path = _step_path(ctx, map_name, None, "key")
     if path is None or ctx.config is None:
         return None

@@ -15,8 +15,11 @@ from tritonctl.repo_schema.fixes.base import (
 )
 from tritonctl.repo_schema.fixes.base import remove_node
 from tritonctl.repo_schema.modelfiles import ModelFileError, ModelIO
+from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 from tritonctl.repo_schema.normalize import DEFAULT_FILENAME, core_normalize, detect_backend
 from tritonctl.repo_schema.repository import version_dirs
+from tritonctl.repo_schema.rules.layout import versions_to_load
+from tritonctl.repo_schema.rules.model_files import _covered_input_names
 from tritonctl.repo_schema.schema import data_type_name
 
 
@@ -62,9 +65,6 @@ def _effective(ctx: FixContext):
 
 def onnx_io(ctx: FixContext) -> ModelIO | None:
     """The tensors of the ONNX file Triton would load (the newest version the policy selects)."""
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
-    from tritonctl.repo_schema.rules.layout import versions_to_load
-
     if ctx.config is None:
         return None
     effective = _effective(ctx)
@@ -204,8 +204,6 @@ def fix_onnx_data_type(ctx: FixContext) -> Fix | None:
     and the data types agree), or the only close spelling among the unused ones.
     """)
 def fix_onnx_name(ctx: FixContext) -> Fix | None:
-    from tritonctl.repo_schema.rules.model_files import _covered_input_names
-
     found = _io_entry(ctx, "name")
     io = onnx_io(ctx) if found else None
     if io is None:

@@ -17,6 +17,9 @@ from typing import Iterator
 
 from tritonctl.repo_schema.diagnostics import code_info
 from tritonctl.repo_schema.examples import Example, FileSpec
+from tritonctl.repo_schema.fixes import fix_to_fixed_point
+from tritonctl.repo_schema.render.text import render_text
+from tritonctl.repo_schema.validate import ValidationReport, validate_paths
 
 MODEL_PY = '''import triton_python_backend_utils as pb_utils
 
@@ -75,9 +78,6 @@ class ExampleRun:
 def example_output(code: str) -> ExampleRun | None:
     """Build the example for ``code`` in a temporary directory and validate it; None
     when the code has no example."""
-    from tritonctl.repo_schema.render.text import render_text
-    from tritonctl.repo_schema.validate import ValidationReport, validate_paths
-
     example = code_info(code).example
     if example is None:
         return None
@@ -98,11 +98,8 @@ def example_output(code: str) -> ExampleRun | None:
 
 def _fix_diff(code: str) -> str:
     """The diff ``--fix`` makes for this code alone, in the current directory's models/."""
-    from tritonctl.repo_schema.validate import ValidationReport, validate_paths
-
     if not code_info(code).fix:
         return ""
-    from tritonctl.repo_schema.fixes import fix_to_fixed_point
 
     def only_this_code() -> ValidationReport:
         report = validate_paths([Path("models")])

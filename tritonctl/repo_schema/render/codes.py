@@ -9,6 +9,7 @@ import textwrap
 
 from tritonctl.repo_schema.diagnostics import CodeInfo, Severity, all_codes
 from tritonctl.repo_schema.render import reflow
+from tritonctl.repo_schema.render.code_examples import example_output
 
 WIDTH = 88
 
@@ -62,8 +63,6 @@ def codes_table() -> str:
 
 def explain_text(code: str) -> str:
     """The page --explain prints: title, severity, explanation, Triton rule, example."""
-    from tritonctl.repo_schema.render.code_examples import example_output
-
     info = all_codes()[code]
     out = [f"{info.code}: {info.title}", "",
            f"severity: {info.severity.value}",

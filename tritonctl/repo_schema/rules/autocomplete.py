@@ -19,6 +19,7 @@ from tritonctl.repo_schema.autocomplete import (
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, code_info
 from tritonctl.repo_schema.modelfiles import ModelFileError
+from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.layout import anchor
 
@@ -35,7 +36,6 @@ def check_onnx_autofill_batching(ctx) -> None:
     version_dir = model_version_dir(ctx.model_dir, None)
     if version_dir is None:
         return
-    from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
     try:
         io = read_onnx_io(version_dir / (config.default_model_filename or "model.onnx"))

@@ -6,10 +6,14 @@ import difflib
 from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
-from tritonctl.repo_schema.diagnostics import Diagnostic, Span, register
+from tritonctl.repo_schema.diagnostics import Diagnostic, Span, code_info, register
 from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_FIXED, ORT_OK, OUT, PT, PTIO, Example
 from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
                                               lfs_pointer_problem)
+from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
+from tritonctl.repo_schema.modelfiles.python import read_python_model
+from tritonctl.repo_schema.modelfiles.pytorch import naming_style, tensor_index
+from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.layout import anchor, default_file, path_problem, required_files, versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
@@ -376,7 +380,6 @@ def check_onnx_io(ctx, io: ModelIO) -> None:
 def check_onnx_model(ctx) -> None:
     if ctx.effective.backend != "onnxruntime" or not ctx.can_check(MODEL_FILES):
         return
-    from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
 
     for _, file in _model_files(ctx, "model.onnx")[-1:]:
         if not onnx_model_path(file).is_file():
@@ -396,7 +399,6 @@ def check_tensorrt_plan(ctx) -> None:
     files = _model_files(ctx, "model.plan")
     if not files:
         return
-    from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
 
     missing = unavailable_reason()
     if missing:
@@ -415,8 +417,6 @@ def check_tensorrt_plan(ctx) -> None:
 
 @model_rule
 def check_pytorch_config(ctx) -> None:
-    from tritonctl.repo_schema.modelfiles.pytorch import naming_style, tensor_index
-
     config = ctx.effective
     if config.backend != "pytorch":
         return
@@ -452,8 +452,6 @@ def check_pytorch_config(ctx) -> None:
 
 
 def _python_diagnostic(ctx, code: str, message: str, file: Path, line: int, col: int, hint: str) -> None:
-    from tritonctl.repo_schema.diagnostics import code_info
-
     ctx.diagnostics.append(Diagnostic(code, code_info(code).severity, message, file,
                                       Span(line, col, line, col + 1), hint, ctx.name))
 
@@ -462,7 +460,6 @@ def _python_diagnostic(ctx, code: str, message: str, file: Path, line: int, col:
 def check_python_model(ctx) -> None:
     if ctx.effective.backend != "python" or ctx.config_path is None or not ctx.can_check(MODEL_FILES):
         return
-    from tritonctl.repo_schema.modelfiles.python import read_python_model
 
     for _, file in _model_files(ctx, "model.py"):
         if not file.is_file():
