@@ -175,6 +175,9 @@ class OnnxRuntimeBackend(Backend):
                                            f"expects data-type {provided} but the model configuration specifies "
                                            f"data-type {data_type_name(state.data_type)}")
 
+    def text_inputs(self) -> frozenset[str]:
+        return frozenset(self._string_inputs)
+
     def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         for name in self._string_inputs.intersection(inputs):
             inputs[name] = _to_text(inputs[name], name, self.config.name)

@@ -61,6 +61,12 @@ class ModelInstance:
     def close(self) -> None:
         """Release the instance's resources."""
 
+    def text_inputs(self) -> frozenset[str]:
+        """The inputs whose BYTES elements this backend needs as UTF-8 text (an onnxruntime string
+        tensor): each request's are checked before it is queued, so a client's bytes that are not
+        text are its own 400, never a failed batch."""
+        return frozenset()
+
 
 class Backend(ModelInstance, abc.ABC):
     """A backend that runs a batch as one execution over the requests' concatenated inputs."""

@@ -15,6 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
+from tritonctl.serve.core.names import check_model_name, check_version
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -121,6 +122,7 @@ class ModelManager:
 
     def load(self, name: str, config_override: str | None = None) -> None:
         """Load or reload ``name``; the previous versions keep serving until the new ones are ready."""
+        check_model_name(name)
         model_dir = self.repository / name
         if not model_dir.is_dir():
             raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
@@ -168,6 +170,7 @@ class ModelManager:
 
     def load_from_api(self, name: str, parameters: dict) -> None:
         """The repository API's load: explicit mode only, an optional ``config`` JSON override."""
+        check_model_name(name)
         if self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
         if any(key.startswith("file:") for key in parameters):
@@ -179,6 +182,7 @@ class ModelManager:
         self.load(name, config.decode() if isinstance(config, bytes) else config)
 
     def unload_from_api(self, name: str) -> None:
+        check_model_name(name)
         if self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
         self.unload(name)
@@ -230,8 +234,10 @@ class ModelManager:
     def get(self, name: str, version: str = "") -> ModelVersion:
         entry = self.models.get(name)
         if entry is None or (entry.unloaded and not entry.versions):
+            check_model_name(name)
             raise not_found(f"Request for unknown model: '{name}' is not found")
         if version:
+            check_version(name, version)
             number = int(version)
             model_version = entry.versions.get(number)
             if model_version is not None:
@@ -244,6 +250,10 @@ class ModelManager:
         return entry.versions[max(entry.versions)]
 
     def is_ready(self, name: str, version: str = "") -> bool:
+        """Whether that version (or the latest) is ready; a name or version that cannot be one is
+        refused (invalid_arg)."""
+        check_model_name(name)
+        check_version(name, version)
         try:
             self.get(name, version)
         except ServeError:

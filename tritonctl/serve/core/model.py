@@ -93,6 +93,7 @@ class ModelVersion:
         self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
                        if spec.label_file}
         self.instances = instances
+        self.text_inputs = instances[0].text_inputs() if instances else frozenset()
         self.stats = ModelStats(self.name, self.version_str)
         self.ragged = RaggedLayout(config)
         self.response_cache: ResponseCache | None = None
@@ -148,6 +149,8 @@ class ModelVersion:
             if not spec.matches(tensor.data.shape):
                 raise invalid_arg(f"{rid}unexpected shape for input '{name}' for model '{model}'. Expected "
                                   f"{_dims(spec.dims)}, got {_dims(tensor.data.shape)}")
+        for name in self.text_inputs.intersection(request.inputs):
+            _check_text(request.inputs[name].data, name, model, rid)
         if request.requested_outputs is not None:
             for output in request.requested_outputs:
                 if output.name not in self.outputs:
@@ -304,6 +307,17 @@ class ModelVersion:
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
         for instance in self.instances:
             instance.close()
+
+
+def _check_text(array: np.ndarray, name: str, model: str, rid: str) -> None:
+    for index, item in enumerate(array.reshape(-1)):
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            try:
+                bytes(item).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise invalid_arg(f"{rid}element {index} of input '{name}' for model '{model}' is not UTF-8 text "
+                                  f"({exc.reason} at byte {exc.start}); the model takes BYTES inputs as strings"
+                                  ) from None
 
 
 def _datatype(data: np.ndarray, spec: TensorSpec) -> str:

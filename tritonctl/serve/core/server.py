@@ -11,6 +11,7 @@ from tritonctl.repo_schema.pb_config import config_to_json
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.model import ModelVersion
+from tritonctl.serve.core.names import check_model_name, check_version
 from tritonctl.serve.core.shm import SharedMemoryManager
 from tritonctl.serve.core.trace import TraceManager
 from tritonctl.serve.core.trace_config import TraceConfig
@@ -68,6 +69,8 @@ class InferenceServer:
             stats = [mv.stats.to_json() for entry in self.manager.models.values()
                      for _, mv in sorted(entry.versions.items())]
             return {"model_stats": stats}
+        check_model_name(name)
+        check_version(name, version)
         entry = self.manager.models.get(name)
         if entry is None or not entry.versions:
             raise not_found(f"requested model '{name}' is not available")

@@ -11,10 +11,35 @@ from tritonctl.serve.core.errors import invalid_arg
 from tritonctl.serve.core.types import NUMPY_DTYPE
 
 
+MAX_DIMS = 32  # numpy takes 64; Triton's tensors far fewer
+MAX_EXTENT = 1 << 56  # the product of a shape's non-zero dims: above it, no element size is addressable
+
+
 def element_count(shape) -> int:
     count = 1
     for dim in shape:
         count *= int(dim)
+    return count
+
+
+def checked_count(shape, name: str, model: str) -> int:
+    """The element count of a request tensor's declared ``shape``, refused (invalid_arg) before
+    anything is allocated when no buffer could hold it: too many dims, or dims whose product
+    (zeros left out, as numpy checks them) is past what memory can address. The count is then
+    held against the bytes the client sent, never allocated from the shape alone."""
+    if len(shape) > MAX_DIMS:
+        raise invalid_arg(f"input '{name}' for model '{model}' has {len(shape)} dimensions; at most {MAX_DIMS} are "
+                          "allowed")
+    count, extent = 1, 1
+    for dim in shape:
+        dim = int(dim)
+        if dim < 0:
+            raise invalid_arg(f"invalid shape {list(shape)} for input '{name}' of model '{model}'")
+        count *= dim
+        extent *= max(dim, 1)
+        if extent > MAX_EXTENT:
+            raise invalid_arg(f"shape {list(shape)} of input '{name}' for model '{model}' declares more than "
+                              f"{MAX_EXTENT} elements, more than any request can carry")
     return count
 
 
@@ -29,6 +54,9 @@ def serialize_bytes(array: np.ndarray) -> bytes:
 
 def deserialize_bytes(buffer, count: int, name: str, model: str) -> np.ndarray:
     view = memoryview(buffer)
+    if count > len(view) // 4:  # each element takes at least its 4-byte length: refused before allocating
+        raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}': {count} BYTES "
+                          f"elements need at least {4 * count} bytes, got {len(view)}")
     out = np.empty(count, dtype=object)
     offset = 0
     for i in range(count):
@@ -62,8 +90,9 @@ def to_raw(datatype: str, array: np.ndarray):
 
 
 def from_raw(datatype: str, shape: list[int], buffer, name: str, model: str) -> np.ndarray:
-    """A numpy array over ``buffer`` (no copy for numeric types)."""
-    count = element_count(shape)
+    """A numpy array over ``buffer`` (no copy for numeric types): the declared shape is held
+    against the bytes present before anything is allocated."""
+    count = checked_count(shape, name, model)
     if datatype == "BYTES":
         return deserialize_bytes(buffer, count, name, model).reshape(shape)
     dtype = NUMPY_DTYPE.get(datatype)

@@ -8,7 +8,7 @@ import numpy as np
 from tritonctl.serve.core.errors import invalid_arg
 from tritonctl.serve.core.shm import (BYTE_SIZE, OFFSET, REGION, SharedMemoryManager, ShmParams, manager_for,
                                       shm_params)
-from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
+from tritonctl.serve.core.tensors import checked_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
 # datatype -> field of InferTensorContents holding it
@@ -30,9 +30,10 @@ def _typed_contents(tensor, shape: list[int], model: str) -> np.ndarray:
         raise invalid_arg(f"{tensor.datatype} input '{tensor.name}' for model '{model}' must be sent in "
                           "raw_input_contents")
     values = getattr(tensor.contents, field)
-    if len(values) != element_count(shape):
+    count = checked_count(shape, tensor.name, model)
+    if len(values) != count:
         raise invalid_arg(f"unexpected number of elements for input '{tensor.name}' for model '{model}'. Expected "
-                          f"{element_count(shape)}, got {len(values)}")
+                          f"{count}, got {len(values)}")
     if tensor.datatype == "BYTES":
         out = np.empty(len(values), dtype=object)
         out[:] = list(values)
@@ -97,10 +98,13 @@ def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | 
             _reserved_parameter(key, param)  # read by the stream handler, not a model parameter
             continue
         value = parameter_value(param)
-        if key == "priority":
-            request.priority = int(value)
-        elif key == "timeout":
-            request.timeout_us = int(value)
+        if key in ("priority", "timeout"):
+            if param.WhichOneof("parameter_choice") not in ("int64_param", "uint64_param"):
+                raise invalid_arg(f"invalid value type for '{key}' parameter, expected int64_param or uint64_param.")
+            if key == "priority":
+                request.priority = value
+            else:
+                request.timeout_us = value
         elif key in SEQUENCE_PARAMETERS:
             _sequence_parameter(request, key, param)
         elif key != "headers":

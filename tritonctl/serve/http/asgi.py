@@ -6,10 +6,11 @@ finishes the request and handed to the loop only to be written."""
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.server import LoopCompletions
-from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, too_large
+from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8, too_large
 
 
 class AsgiApp:
@@ -26,9 +27,10 @@ class AsgiApp:
             answered.append(reply)
 
         try:
-            request = HttpRequest(scope["method"], scope["path"], scope["headers"], await self._read(receive))
-        except ServeError as exc:  # too large, or the client went away
-            request = HttpRequest(scope["method"], scope["path"], scope["headers"], b"")
+            path = _raw_path(scope)
+            request = HttpRequest(scope["method"], path, scope["headers"], await self._read(receive))
+        except ServeError as exc:  # not UTF-8, too large, or the client went away
+            request = HttpRequest(scope["method"], "/", scope["headers"], b"")
             self.handlers.refuse(request, exc, answer)
         else:
             target = infer_target(request.method, request.path)
@@ -79,6 +81,17 @@ class AsgiApp:
         finally:
             if not watcher.done():
                 watcher.cancel()
+
+
+def _raw_path(scope) -> str:
+    """The path as sent (percent-encoded; the handler decodes each segment)."""
+    raw = scope.get("raw_path")
+    if raw is None:  # a server that gives only the decoded path
+        return quote(scope["path"], safe="/")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8() from None
 
 
 def _disconnected(task: asyncio.Future) -> bool:

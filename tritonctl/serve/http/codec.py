@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from tritonctl.serve.core.errors import ServeError, internal, invalid_arg
+from tritonctl.serve.core.errors import ServeError, invalid_arg
 from tritonctl.serve.core.shm import SharedMemoryManager, manager_for, shm_params
-from tritonctl.serve.core.tensors import element_count, from_raw, to_raw
+from tritonctl.serve.core.tensors import checked_count, element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
 RESERVED_PARAMETERS = {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers",
@@ -37,12 +37,13 @@ def _json_tensor(name: str, datatype: str, shape: list[int], data, model: str) -
     if datatype in ("FP16", "BF16"):
         raise invalid_arg(f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
                           f"for input {name}")
+    count = checked_count(shape, name, model)
     flat = _flatten(data)
-    count = element_count(shape)
     if len(flat) != count:
         text = "Unable to parse 'data': Shape does not match true shape of 'data' field" if len(flat) > count \
             else "Failed to parse 'data' field: shape does not match true shape"
-        raise internal(f"{text} for input '{name}' of model '{model}'")
+        raise invalid_arg(f"{text} for input '{name}' of model '{model}': the shape {shape} holds {count} "
+                          f"elements, 'data' holds {len(flat)}")
     if datatype == "BYTES":
         out = np.empty(count, dtype=object)
         for i, item in enumerate(flat):

@@ -11,10 +11,12 @@ import gzip
 import logging
 import zlib
 from typing import Callable
+from urllib.parse import unquote_to_bytes
 
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
+from tritonctl.serve.core.names import check_model_name
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import http_update
@@ -49,13 +51,19 @@ def error_reply(error: ServeError) -> Reply:
 # written one after the other
 Answer = Callable[[int, list, "bytes | list"], None]
 
+MODEL_ACTIONS = ("", "ready", "config", "stats", "infer")
 NOT_FOUND = Reply(404, b'{"error":"Not Found"}')
 METHOD_NOT_ALLOWED = Reply(405, b'{"error":"Method Not Allowed"}')
 
 
+def not_utf8() -> ServeError:
+    return invalid_arg("the request path is not valid UTF-8")
+
+
 class HttpRequest:
-    """One request as a transport read it: method, path (percent-decoded), headers (lower-case
-    names, bytes) and the body as sent (``body()`` undoes its Content-Encoding)."""
+    """One request as a transport read it: method, path (as sent: percent-encoded, without the
+    query), headers (lower-case names, bytes) and the body as sent (``body()`` undoes its
+    Content-Encoding)."""
 
     __slots__ = ("method", "path", "headers", "raw")
 
@@ -80,12 +88,29 @@ class InferCall:
         self.request.cancelled = True
 
 
+def path_segments(path: str) -> list[str]:
+    """The segments of a request path as sent, each percent-decoded on its own (so ``%2F`` stays
+    inside its segment, where a model name check refuses it); a segment that is not UTF-8, raw
+    or percent-encoded, is refused (400)."""
+    parts = path.strip("/").split("/")
+    if "%" not in path and path.isascii():
+        return parts
+    try:
+        return [unquote_to_bytes(part).decode("utf-8") if "%" in part else part for part in parts]
+    except UnicodeDecodeError:
+        raise invalid_arg(f"the request path {path!r} is not valid UTF-8 once percent-decoded") from None
+
+
 def infer_target(method: str, path: str) -> tuple[str, str] | None:
     """(model, version) when ``path`` is ``/v2/models/NAME[/versions/N]/infer`` and the method POST:
-    the one route a transport asks about first (inference starts without a coroutine)."""
+    the one route a transport asks about first (inference starts without a coroutine). A path
+    that does not decode is left to ``handle``, which refuses it."""
     if method != "POST" or not path.endswith("/infer"):
         return None
-    parts = path.strip("/").split("/")
+    try:
+        parts = path_segments(path)
+    except ServeError:
+        return None
     if parts[:2] != ["v2", "models"] or not parts[2]:
         return None
     if len(parts) == 4:
@@ -173,6 +198,7 @@ class HttpHandlers:
 
     def infer_request(self, name: str, version: str, headers: list, body: bytes, trace):
         """The InferRequest (and output options) of an infer call's decoded body."""
+        check_model_name(name)
         header = header_value(headers, b"inference-header-content-length")
         try:
             header_length = int(header) if header is not None else None
@@ -200,7 +226,7 @@ class HttpHandlers:
 
     async def route(self, request: HttpRequest) -> Reply:
         method = request.method
-        parts = request.path.strip("/").split("/")
+        parts = path_segments(request.path)
         if not parts or parts[0] != "v2":
             return NOT_FOUND
         rest = parts[1:]
@@ -244,6 +270,8 @@ class HttpHandlers:
         if len(tail) > 1:
             return NOT_FOUND
         action = tail[0] if tail else ""
+        if action not in MODEL_ACTIONS:  # an unknown route is 404 whatever the method, as in Triton
+            return NOT_FOUND
         server = self.server
         if action == "infer":  # a POST never comes here (infer_target)
             return METHOD_NOT_ALLOWED
@@ -258,9 +286,13 @@ class HttpHandlers:
             return json_reply(server.model_config_json(name, version))
         if action == "stats":
             return json_reply(server.statistics(name, version))
-        return NOT_FOUND
+        raise AssertionError(action)
 
     async def repository(self, method: str, rest: list[str], request: HttpRequest) -> Reply:
+        known = rest == ["index"] or (len(rest) == 2 and rest[1] == "index") or \
+            (len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"))
+        if not known:
+            return NOT_FOUND
         if method != "POST":
             return METHOD_NOT_ALLOWED
         if rest == ["index"]:
@@ -269,12 +301,12 @@ class HttpHandlers:
             return json_reply(self.server.manager.index(ready_only=ready))
         if len(rest) == 2 and rest[1] == "index":
             return error_reply(ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported"))
-        if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
-            body = self.body(request)
-            params = (parse_json(body).get("parameters") or {}) if body.strip() else {}
-            await self.repository_action(rest[2], rest[1], params)
-            return Reply(200)
-        return NOT_FOUND
+        body = self.body(request)
+        params = (parse_json(body).get("parameters") or {}) if body.strip() else {}
+        if not isinstance(params, dict):
+            raise invalid_arg(f"failed to {rest[2]} '{rest[1]}': 'parameters' must be a JSON object")
+        await self.repository_action(rest[2], rest[1], params)
+        return Reply(200)
 
     async def repository_action(self, action: str, name: str, params: dict) -> None:
         manager = self.server.manager

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from http import HTTPStatus
-from urllib.parse import unquote
 
-from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target
+from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8
 from tritonctl.serve.native_front_end import NativeFrontEnd
 
 try:
@@ -52,9 +51,12 @@ class NativeHttpFrontEnd(NativeFrontEnd):
                 if call is not None:
                     call.cancel()
                 continue
-            path = http.path
-            if "%" in path:
-                path = unquote(path)
+            try:
+                path = http.path  # as sent, percent-encoded: the handler decodes each segment
+            except UnicodeDecodeError:  # raw bytes that are not UTF-8
+                self.handlers.refuse(HttpRequest(http.method, "/", http.headers, b""), not_utf8(),
+                                     lambda status, headers, body: _write(http, status, headers, body))
+                continue
             request = HttpRequest(http.method, path, http.headers, http.take_body())
             target = infer_target(request.method, path)
             if target is None:

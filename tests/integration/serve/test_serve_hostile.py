@@ -1,0 +1,275 @@
+"""Hostile and malformed requests get Triton's client-fault statuses (400 / INVALID_ARGUMENT,
+404 for an unknown route), never a 5xx or a hang, over both transports of both protocols; the
+server answers a valid request afterwards. Raw HTTP (http.client, or a socket where a client
+cannot send the bytes), raw gRPC stubs and the real tritonclient."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from helpers.serve_clients import assert_serves
+
+BAD_NAMES = ["%2e", "%2E%2e", "..", "a%2Fb", "a%5Cb", "a%00b", "%2e%2e%2F%2e%2e%2Fetc"]
+BAD_GRPC_NAMES = [".", "..", "a/b", "a\\b", "a\0b", "../../etc"]
+
+
+def http_raw(served, method: str, path: str, body: bytes = b"", headers: dict | None = None):
+    host, port = served.http_url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def socket_raw(served, request_line: bytes) -> bytes:
+    """The status line answered to ``request_line`` (bytes a client library would not send)."""
+    host, port = served.http_url.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request_line + b"\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize("method,path", [("POST", "/v2/models/add_sub/nonsense"),
+                                         ("GET", "/v2/models/add_sub/nonsense"),
+                                         ("DELETE", "/v2/models/add_sub/versions/1/nonsense"),
+                                         ("GET", "/v2/repository/nonsense"),
+                                         ("PUT", "/v2/nonsense")])
+def test_unknown_routes_are_404_whatever_the_method(served, method, path):
+    assert http_raw(served, method, path) == (404, b'{"error":"Not Found"}')
+
+
+def test_a_known_route_with_a_wrong_method_stays_405(served):
+    assert http_raw(served, "DELETE", "/v2/models/add_sub/ready")[0] == 405
+    assert http_raw(served, "GET", "/v2/repository/index")[0] == 405
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+@pytest.mark.parametrize("method,template", [("GET", "/v2/models/{}"), ("GET", "/v2/models/{}/ready"),
+                                             ("GET", "/v2/models/{}/versions/1/ready"),
+                                             ("GET", "/v2/models/{}/config"), ("GET", "/v2/models/{}/stats"),
+                                             ("POST", "/v2/models/{}/infer"),
+                                             ("POST", "/v2/models/{}/versions/1/infer"),
+                                             ("GET", "/v2/models/{}/trace/setting"),
+                                             ("POST", "/v2/repository/models/{}/load"),
+                                             ("POST", "/v2/repository/models/{}/unload")])
+def test_names_that_are_not_one_directory_are_400_on_every_endpoint(served, name, method, template):
+    status, body = http_raw(served, method, template.format(name), b'{"inputs": []}' if "infer" in template else b"")
+    assert status == 400, body
+    assert "invalid model name" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("path", [b"/v2/models/\xff\xfe/ready", b"/v2/models/\xc3(/config",
+                                  b"/v2/repository/models/\xff/load", b"/v2/models/\xff/infer"])
+@pytest.mark.parametrize("method", [b"GET", b"POST"])
+def test_raw_invalid_utf8_paths_are_answered_400(served, method, path):
+    # uvicorn refuses the request line itself (its own 400 text); the C++ transport answers in JSON
+    assert socket_raw(served, method + b" " + path + b" HTTP/1.1").startswith(b"HTTP/1.1 400")
+    assert_serves(served)
+
+
+@pytest.mark.parametrize("path", ["/v2/models/%ff%fe/ready", "/v2/models/%C3%28/config",
+                                  "/v2/repository/models/%ff/load", "/v2/models/%80/infer"])
+def test_percent_encoded_invalid_utf8_is_400(served, path):
+    status, body = http_raw(served, "POST" if path.endswith(("load", "infer")) else "GET", path)
+    assert status == 400 and "not valid UTF-8" in json.loads(body)["error"]
+
+
+def test_grpc_names_that_are_not_one_directory_are_invalid_argument(served):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for name in BAD_GRPC_NAMES:
+            calls = [(stub.ModelReady, service_pb2.ModelReadyRequest(name=name)),
+                     (stub.ModelMetadata, service_pb2.ModelMetadataRequest(name=name)),
+                     (stub.ModelConfig, service_pb2.ModelConfigRequest(name=name)),
+                     (stub.ModelStatistics, service_pb2.ModelStatisticsRequest(name=name)),
+                     (stub.RepositoryModelLoad, service_pb2.RepositoryModelLoadRequest(model_name=name)),
+                     (stub.RepositoryModelUnload, service_pb2.RepositoryModelUnloadRequest(model_name=name)),
+                     (stub.ModelInfer, service_pb2.ModelInferRequest(model_name=name))]
+            for call, message in calls:
+                with pytest.raises(grpc.RpcError) as caught:
+                    call(message, timeout=10)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, caught.value.details())
+                assert "invalid model name" in caught.value.details()
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="add_sub", version="x1"), timeout=10)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert_serves(served)
+
+
+def test_tritonclient_sees_400_for_a_dotdot_model(served):
+    with httpclient.InferenceServerClient(served.http_url) as client:
+        with pytest.raises(InferenceServerException, match="invalid model name") as caught:
+            client.get_model_metadata("..")
+        assert caught.value.status() == "400"
+
+
+def fp16_binary_request(size0: int, extra: bytes = b"") -> tuple[bytes, dict]:
+    header = json.dumps({"inputs": [
+        {"name": "INPUT0", "datatype": "FP16", "shape": [1, 4], "parameters": {"binary_data_size": size0}},
+        {"name": "INPUT1", "datatype": "FP16", "shape": [1, 4], "parameters": {"binary_data_size": 8}}]}).encode()
+    return header + b"\0" * (size0 + 8) + extra, {"Inference-Header-Content-Length": str(len(header))}
+
+
+@pytest.mark.parametrize("body,headers,text", [
+    (*fp16_binary_request(13), "input byte size mismatch for input 'INPUT0'"),
+    (*fp16_binary_request(6), "input byte size mismatch for input 'INPUT0'"),
+    (*fp16_binary_request(8, b"\0"), "unexpected additional input data"),
+    (b"", {"Inference-Header-Content-Length": "0"}, "Raw binary request"),
+    (b"\0" * 13, {"Inference-Header-Content-Length": "0"}, "Raw binary request"),
+])
+def test_binary_requests_with_wrong_byte_counts_are_400(served, body, headers, text):
+    status, reply = http_raw(served, "POST", "/v2/models/add_sub_fp16/infer", body, headers)
+    assert status == 400 and text in json.loads(reply)["error"]
+
+
+def test_json_data_that_does_not_fill_its_shape_is_400(served):
+    body = json.dumps({"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1 << 20, 1 << 20], "data": [1]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}).encode()
+    status, reply = http_raw(served, "POST", "/v2/models/add_sub/infer", body)
+    assert status == 400
+    assert "shape does not match true shape for input 'INPUT0'" in json.loads(reply)["error"]
+    assert "1099511627776 elements, 'data' holds 1" in json.loads(reply)["error"]
+
+
+NOT_UTF8 = np.array([[b"\xff\xfe", b"ok"]], dtype=object)
+
+
+def test_bytes_that_are_not_utf8_to_a_string_model_are_400_over_http(served):
+    with httpclient.InferenceServerClient(served.http_url) as client:
+        for binary in (True, False):
+            tensor = httpclient.InferInput("TEXT", [1, 2], "BYTES")
+            if binary:
+                tensor.set_data_from_numpy(NOT_UTF8)
+            else:  # JSON carries text only: the same bytes through a raw binary body
+                continue
+            with pytest.raises(InferenceServerException, match="element 0 of input 'TEXT'.*not UTF-8") as caught:
+                client.infer("echo_bytes", [tensor])
+            assert caught.value.status() == "400"
+        tensor = httpclient.InferInput("TEXT", [1, 2], "BYTES")
+        tensor.set_data_from_numpy(np.array([["é", "ok"]], dtype=object), binary_data=False)
+        assert client.infer("echo_bytes", [tensor]).as_numpy("TEXT_OUT").tolist() == [["é".encode(), b"ok"]]
+
+
+def test_bytes_that_are_not_utf8_to_a_string_model_are_invalid_argument_over_grpc(served):
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    try:
+        tensor = grpcclient.InferInput("TEXT", [1, 2], "BYTES")
+        tensor.set_data_from_numpy(NOT_UTF8)
+        with pytest.raises(InferenceServerException, match="not UTF-8") as caught:
+            client.infer("echo_bytes", [tensor])
+        assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    finally:
+        client.close()
+    assert_serves(served)
+
+
+def test_grpc_raw_contents_with_wrong_byte_counts_are_invalid_argument(served):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for sizes in ((13, 8), (0, 8), (8,)):
+            request = service_pb2.ModelInferRequest(model_name="add_sub_fp16")
+            for name in ("INPUT0", "INPUT1"):
+                request.inputs.add(name=name, datatype="FP16", shape=[1, 4])
+            request.raw_input_contents.extend(b"\0" * size for size in sizes)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.ModelInfer(request, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert_serves(served)
+
+
+# ---- memory bounded by what the client sent ----------------------------------------------------
+def resident_bytes() -> int:
+    """This process's resident memory (the server runs in it, on a thread)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+HUGE = [1, 1 << 40]
+
+
+def binary_request(name: str, datatype: str, shape: list, data: bytes) -> tuple[bytes, dict]:
+    header = json.dumps({"inputs": [{"name": name, "datatype": datatype, "shape": shape,
+                                     "parameters": {"binary_data_size": len(data)}}]}).encode()
+    return header + data, {"Inference-Header-Content-Length": str(len(header))}
+
+
+@pytest.mark.parametrize("model,name,datatype,shape,data,numbers", [
+    ("echo_bytes", "TEXT", "BYTES", HUGE, b"\2\0\0\0ab", ("1099511627776 BYTES elements", "got 6")),
+    ("echo_bytes", "TEXT", "BYTES", [1, 3], b"\0\0\0\0", ("3 BYTES elements need at least 12 bytes", "got 4")),
+    ("add_sub", "INPUT0", "FP32", HUGE, b"\0" * 16, ("Expected 4398046511104", "got 16")),
+    ("add_sub", "INPUT0", "FP32", [0, 1 << 60, 1 << 60], b"", ("declares more than",)),
+    ("add_sub", "INPUT0", "FP32", [1] * 40, b"\0" * 4, ("40 dimensions",)),
+])
+def test_declared_shapes_are_held_against_the_bytes_sent_over_http(served, model, name, datatype, shape, data,
+                                                                   numbers):
+    before = resident_bytes()
+    body, headers = binary_request(name, datatype, shape, data)
+    for _ in range(20):
+        status, reply = http_raw(served, "POST", f"/v2/models/{model}/infer", body, headers)
+        assert status == 400, reply
+        text = json.loads(reply)["error"]
+        assert f"input '{name}'" in text and all(number in text for number in numbers), text
+    assert resident_bytes() - before < 64 << 20
+    assert_serves(served)
+
+
+def test_declared_shapes_are_held_against_the_bytes_sent_over_grpc(served):
+    before = resident_bytes()
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for shape, raw, typed, numbers in ((HUGE, b"\2\0\0\0ab", None, ("1099511627776 BYTES elements", "got 6")),
+                                           (HUGE, None, [b"ab"], ("Expected 1099511627776", "got 1")),
+                                           ([1 << 62, 1 << 62], b"", None, ("declares more than",))):
+            request = service_pb2.ModelInferRequest(model_name="echo_bytes")
+            tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=shape)
+            if raw is not None:
+                request.raw_input_contents.append(raw)
+            else:
+                tensor.contents.bytes_contents.extend(typed)
+            for _ in range(20):
+                with pytest.raises(grpc.RpcError) as caught:
+                    stub.ModelInfer(request, timeout=10)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "input 'TEXT'" in caught.value.details()
+                assert all(number in caught.value.details() for number in numbers), caught.value.details()
+    assert resident_bytes() - before < 64 << 20
+    assert_serves(served)
+
+
+def test_a_shared_memory_region_bounds_the_declared_shape(served):
+    import tritonclient.utils.shared_memory as shm
+
+    handle = shm.create_shared_memory_region("hostile_bytes", "/tritonctl_hostile_bytes", 16)
+    client = httpclient.InferenceServerClient(served.http_url)
+    try:
+        shm.set_shared_memory_region(handle, [np.frombuffer(b"\2\0\0\0ab\2\0\0\0cd\0\0\0\0", np.uint8)])
+        client.register_system_shared_memory("hostile_bytes", "/tritonctl_hostile_bytes", 16)
+        tensor = httpclient.InferInput("TEXT", HUGE, "BYTES")
+        tensor.set_shared_memory("hostile_bytes", 16)
+        with pytest.raises(InferenceServerException, match="1099511627776 BYTES elements.*got 16") as caught:
+            client.infer("echo_bytes", [tensor])
+        assert caught.value.status() == "400"
+    finally:
+        client.unregister_system_shared_memory("hostile_bytes")
+        client.close()
+        shm.destroy_shared_memory_region(handle)
+    assert_serves(served)
