@@ -230,3 +230,14 @@ def test_a_config_that_is_not_utf8_is_a_warning_at_the_first_bad_byte(tmp_path, 
     assert cli(capsys, "validate", str(config), "--strict")[0] == 1
     config.write_text(CLEAN.replace("max_batch_size: 8", "# résumé\nmax_batch_size: 8"), encoding="utf-8")
     assert cli(capsys, "validate", str(config), "--strict")[0] == 0
+
+
+def test_a_config_nested_too_deep_is_reported_and_left_alone(tmp_path, capsys):
+    config = tmp_path / "m" / "config.pbtxt"
+    config.parent.mkdir()
+    text = 'backend: "python"\n' + "x { " * 20000 + "}" * 20000 + "\n"
+    config.write_text(text)
+    code, out, err = cli(capsys, "validate", str(config))
+    assert code == 1 and "error[TXT02]: unknown field 'x' in ModelConfig" in out and "Recursion" not in out + err
+    code, out, err = cli(capsys, "validate", str(config), "--fix")
+    assert code == 1 and "Recursion" not in out + err and config.read_text() == text

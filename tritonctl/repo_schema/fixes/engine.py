@@ -98,7 +98,7 @@ def fix_to_fixed_point(run_validation: Callable[[], object], max_rounds: int = M
                     continue
                 originals[key], shown[key] = text, diag.path
             text = texts.get(key, originals[key])
-            fix = fix_one(FixContext(diag, diag.path, text))
+            fix = _propose(fix_one, FixContext(diag, diag.path, text))
             if fix is not None and fix.edits:
                 proposals.setdefault(key, []).append((fix, diag))
         if not proposals:
@@ -201,6 +201,15 @@ def _parses_no_worse(old_text: str, new_text: str, fix: Fix, diag: Diagnostic) -
     return not any(code == diag.code and offset == old_to_new(target[0]) for offset, code, _ in new.problems)
 
 
+def _propose(fix_one, ctx: FixContext):
+    """The fixer's edit, or None where the text nests too deep for the syntax tree (no
+    one-candidate fix is to be had in such a file; validate has reported it)."""
+    try:
+        return fix_one(ctx)
+    except RecursionError:
+        return None
+
+
 def count_fixable(report) -> int:
     """How many of the report's diagnostics a fixer has an edit for (before the parse check)."""
     texts: dict[Path, str | None] = {}
@@ -212,6 +221,6 @@ def count_fixable(report) -> int:
         key = diag.path.resolve()
         if key not in texts:
             texts[key] = _read(diag.path)
-        if texts[key] is not None and fix_one(FixContext(diag, diag.path, texts[key])) is not None:
+        if texts[key] is not None and _propose(fix_one, FixContext(diag, diag.path, texts[key])) is not None:
             count += 1
     return count
