@@ -241,3 +241,13 @@ def test_a_config_nested_too_deep_is_reported_and_left_alone(tmp_path, capsys):
     assert code == 1 and "error[TXT02]: unknown field 'x' in ModelConfig" in out and "Recursion" not in out + err
     code, out, err = cli(capsys, "validate", str(config), "--fix")
     assert code == 1 and "Recursion" not in out + err and config.read_text() == text
+
+
+def test_a_byte_order_mark_is_named(tmp_path, capsys):
+    config = tmp_path / "m" / "config.pbtxt"
+    config.parent.mkdir()
+    config.write_bytes(b"\xef\xbb\xbf" + CLEAN.encode())
+    code, out, _ = cli(capsys, "validate", str(config), "--format", "json")
+    found = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
+    assert code == 1 and [(d["code"], d["line"], d["column"]) for d in found] == [("TXT01", 1, 1)]
+    assert "byte order mark" in found[0]["message"] and "without a BOM" in found[0]["hint"]

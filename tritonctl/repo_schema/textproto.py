@@ -421,6 +421,9 @@ class _Parser:
                                 f"{self.where(tok.start)}, expected '{closer}'", opener.start, opener.end,
                                 f"close this block with '{closer}' before the '{tok.text}'")
                     raise _Fatal
+            if tok.kind != "ident" and tok.text.startswith("\ufeff") and tok.start == 0:
+                self.fatal("the file starts with a byte order mark (U+FEFF), which protobuf's text format "
+                           "does not accept", tok, "save the file as UTF-8 without a BOM")
             if tok.kind != "ident":
                 what = "a template placeholder" if tok.kind == "placeholder" else repr(tok.text)
                 self.fatal(f"expected a field name, found {what}", tok,
