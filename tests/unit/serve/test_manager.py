@@ -168,6 +168,30 @@ def test_poll_loads_new_reloads_changed_and_unloads_removed_models(tmp_path):
         manager.stop(5)
 
 
+def test_poll_keeps_the_serving_version_when_a_changed_model_fails_and_retries_only_on_a_new_change(tmp_path):
+    repo = tmp_path / "repo"
+    write_add_sub(repo, "first")
+    manager = ModelManager(repo, registry(), control_mode="poll")
+    try:
+        manager.load_all()
+        serving = manager.get("first")
+        config = repo / "first" / "config.pbtxt"
+        good = config.read_text()
+        config.write_text(good.replace("TYPE_FP32", "TYPE_NOPE", 1))
+        manager.poll()
+        assert manager.get("first") is serving  # the broken reload changed nothing
+        loads = []
+        original = manager.load
+        manager.load = lambda *args: loads.append(args) or original(*args)
+        manager.poll()
+        assert loads == []  # the same broken files are not loaded again on every poll
+        config.write_text(good.replace("max_batch_size: 8", "max_batch_size: 2"))
+        manager.poll()
+        assert manager.get("first").max_batch_size == 2
+    finally:
+        manager.stop(5)
+
+
 def test_classification_returns_top_values_with_labels(tmp_path):
     repo = tmp_path / "repo"
     model_dir = write_add_sub(repo, "classifier")

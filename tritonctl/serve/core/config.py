@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from tritonctl.optional import import_error
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.backend_api import BackendLoadError, CompleteConfig
+from tritonctl.serve.core.confine import Escape, check_config
 
 
 @dataclass
@@ -103,9 +105,16 @@ def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
 
     message = model_config_pb2().ModelConfig()
     try:
-        json_format.Parse(override_json, message)
-    except json_format.ParseError as exc:
+        value = json.loads(override_json)
+        if not isinstance(value, dict):
+            raise json_format.ParseError(f"a ModelConfig is a JSON object, got {type(value).__name__}")
+        json_format.ParseDict(value, message)
+    except (ValueError, json_format.ParseError) as exc:
         return _error(model_dir, f"the 'config' override is not a valid ModelConfig JSON: {exc}")
+    try:
+        check_config(message, model_dir)  # before anything the override names is read
+    except Escape as exc:
+        return _error(model_dir, str(exc))
     diagnostics: list[Diagnostic] = []
 
     def report(code: str, message: str, hint: str | None = None) -> None:

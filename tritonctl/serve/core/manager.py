@@ -13,6 +13,7 @@ from tritonctl.repo_schema.repository import model_dirs, version_dirs
 from tritonctl.serve.core.backend_api import BackendLoadError, BackendRegistry, ServerHandle
 from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
+from tritonctl.serve.core.confine import Escape, check_disk_config, check_file_override, check_model_dir, inside
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
@@ -38,6 +39,7 @@ class ModelEntry:
     fingerprint: tuple = ()
     unloaded: bool = False
     overridden: bool = False  # loaded with the load API's ``config`` instead of the files on disk
+    failed_fingerprint: tuple | None = None  # the files of a reload that failed while this entry served (not retried)
 
 
 def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]:
@@ -55,8 +57,11 @@ def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]
 
 def is_ensemble_dir(model_dir: Path) -> bool:
     """Whether the model's config.pbtxt declares ``platform: "ensemble"`` (a quick look, before loading)."""
+    path = model_dir / "config.pbtxt"
+    if not inside(path, model_dir):  # refused by the load, with its reason
+        return False
     try:
-        text = (model_dir / "config.pbtxt").read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
     return re.search(r'^\s*platform\s*:\s*"ensemble"', text, re.MULTILINE) is not None
@@ -121,20 +126,29 @@ class ModelManager:
         return True
 
     def load(self, name: str, config_override: str | None = None) -> None:
-        """Load or reload ``name``; the previous versions keep serving until the new ones are ready."""
+        """Load or reload ``name``; the previous versions keep serving until the new ones are ready.
+        A load that fails changes nothing that serves: the versions that were serving go on
+        (the new ones are dropped); a model that served nothing is recorded with its reason."""
         check_model_name(name)
         model_dir = self.repository / name
         if not model_dir.is_dir():
             raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
         with self._lock:
             old = self.models.get(name)
+            serving = old is not None and bool(old.versions)
+            entry = ModelEntry(name, model_dir, overridden=config_override is not None,
+                               fingerprint=fingerprint(model_dir))
+            try:
+                check_model_dir(self.repository, model_dir, self.config_name)
+                if config_override is None:
+                    check_disk_config(model_dir, self.config_name)
+            except Escape as exc:
+                entry.error = str(exc)
+                self._fail(entry, old, serving, [])
             loaded = load_config(model_dir, self.config_name, config_override, self.backends.complete_config)
-            entry = ModelEntry(name, model_dir, fingerprint=fingerprint(model_dir),
-                               overridden=config_override is not None)
             if loaded.errors or loaded.config is None:
                 entry.error = loaded.error_text() or "the config could not be built"
-                self._install(name, entry, old)
-                raise invalid_arg(f"load failed for model '{name}': {entry.error}")
+                self._fail(entry, old, serving, [])
             config = loaded.config
             config.name = name
             available = [v.version for v in version_dirs(model_dir) if v.version is not None and v.version >= 0]
@@ -143,6 +157,7 @@ class ModelManager:
                 entry.states[version] = VersionState(UNAVAILABLE, f"version {version} does not exist in {model_dir}")
             if not wanted and not missing:
                 entry.error = f"no version is available for model '{name}' in {model_dir}"
+            fresh = []  # versions loaded by this call (not reused from ``old``)
             for version in wanted:
                 reusable = old.versions.get(version) if old and config_override is None and \
                     not old.overridden and old.fingerprint == entry.fingerprint else None
@@ -158,21 +173,47 @@ class ModelManager:
                     else:
                         entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends,
                                                                    self.host, self.response_cache)
+                    fresh.append(entry.versions[version])
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:
                     entry.states[version] = VersionState(UNAVAILABLE, str(exc))
+            if entry.error or any(s.state != READY for s in entry.states.values()):
+                self._fail(entry, old, serving, fresh)
             self._install(name, entry, old)
+
+    def _fail(self, entry: ModelEntry, old: ModelEntry | None, serving: bool, fresh: list) -> None:
+        """Raise the load failure of ``entry``. Where ``old`` serves, it goes on serving and the
+        versions this load started (``fresh``) are stopped; else ``entry`` is recorded, so the
+        repository index tells the reason."""
+        name = entry.name
         failures = [f"version {v} is at UNAVAILABLE state: {s.reason}" for v, s in entry.states.items()
                     if s.state != READY]
-        if entry.error or failures:
-            raise invalid_arg(f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures])))
+        message = f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures]))
+        if serving:
+            old.failed_fingerprint = entry.fingerprint  # poll mode retries only once the files change again
+            if fresh:
+                threading.Thread(target=self._retire, args=(fresh,), daemon=True).start()
+            log.error("%s; the versions that were serving go on serving", message)
+        else:
+            self._install(name, entry, old)
+        raise invalid_arg(message)
 
     def load_from_api(self, name: str, parameters: dict) -> None:
         """The repository API's load: explicit mode only, an optional ``config`` JSON override."""
         check_model_name(name)
         if self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        for key, value in parameters.items():
+            if key == "config":
+                if not isinstance(value, (str, bytes)):
+                    raise invalid_arg(f"failed to load '{name}': the 'config' parameter must be a string holding "
+                                      f"the model's ModelConfig as JSON, got {type(value).__name__}")
+            elif key.startswith("file:"):
+                try:
+                    check_file_override(key, name)
+                except Escape as exc:
+                    raise invalid_arg(f"failed to load '{name}': {exc}") from None
         if any(key.startswith("file:") for key in parameters):
             if "config" not in parameters:
                 raise invalid_arg(f"failed to load '{name}', 'file:' parameters need a 'config' parameter too")
@@ -219,7 +260,8 @@ class ModelManager:
         """POLL mode: load new and changed models, unload removed ones."""
         on_disk = set(self.model_names_on_disk())
         changed = [name for name in sorted(on_disk) if name not in self.models
-                   or self.models[name].fingerprint != fingerprint(self.repository / name)]
+                   or fingerprint(self.repository / name) not in (self.models[name].fingerprint,
+                                                                   self.models[name].failed_fingerprint)]
         self.load_all(changed)
         for name in [n for n in self.models if n not in on_disk and not self.models[n].unloaded]:
             self.unload(name)

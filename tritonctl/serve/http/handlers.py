@@ -302,7 +302,8 @@ class HttpHandlers:
         if len(rest) == 2 and rest[1] == "index":
             return error_reply(ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported"))
         body = self.body(request)
-        params = (parse_json(body).get("parameters") or {}) if body.strip() else {}
+        params = parse_json(body).get("parameters") if body.strip() else None
+        params = {} if params is None else params
         if not isinstance(params, dict):
             raise invalid_arg(f"failed to {rest[2]} '{rest[1]}': 'parameters' must be a JSON object")
         await self.repository_action(rest[2], rest[1], params)
