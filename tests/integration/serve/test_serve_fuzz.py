@@ -132,3 +132,47 @@ def test_grpc_model_infer_fields_get_well_formed_client_fault_answers(served, re
         except grpc.RpcError as exc:
             assert exc.code() in GRPC_ANSWERS, (exc.code(), exc.details())
             assert exc.details()
+
+
+# ---- the repository API --------------------------------------------------------------------
+CONFIG_FIELDS = st.dictionaries(
+    st.sampled_from(["name", "backend", "platform", "max_batch_size", "input", "output", "default_model_filename",
+                     "version_policy", "instance_group", "parameters", "nonsense"]),
+    st.one_of(JSON_DATA, st.sampled_from(["../../x.onnx", "/etc/passwd", "model.onnx", "onnxruntime", "fuzzed"]),
+              st.dictionaries(st.text(max_size=6), JSON_SCALARS, max_size=2)),
+    max_size=5)
+LOAD_PARAMETERS = st.dictionaries(
+    st.sampled_from(["config", "file:1/model.onnx", "file:../x", "file:/tmp/x", "file:", "other"]),
+    st.one_of(CONFIG_FIELDS.map(json.dumps), JSON_DATA, st.text(max_size=6)), max_size=3)
+
+
+@pytest.fixture(scope="module")
+def fuzzed_model(served):
+    """A model of the served repository that only the fuzzing loads (explicit mode)."""
+    from helpers.serve_models import write_add_sub
+
+    import shutil
+
+    model_dir = write_add_sub(served.runtime.options.repository, "fuzzed")
+    yield "fuzzed"
+    served.runtime.manager.unload("fuzzed")
+    served.runtime.manager.models.pop("fuzzed", None)
+    shutil.rmtree(model_dir)
+
+
+@given(name=st.sampled_from(["fuzzed", "fuzzed", "%2e%2e", "missing", "a%2Fb"]),
+       body=st.one_of(LOAD_PARAMETERS.map(lambda p: json.dumps({"parameters": p}).encode()),
+                      JSON_DATA.map(lambda v: json.dumps(v).encode()), st.binary(max_size=16)))
+@FUZZ
+def test_repository_loads_get_well_formed_answers(served, fuzzed_model, name, body):
+    host, port = served.http_url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request("POST", f"/v2/repository/models/{name}/load", body=body)
+        response = conn.getresponse()
+        status, reply = response.status, response.read()
+    finally:
+        conn.close()
+    assert status in {200, 400, 501}, (status, reply)  # 501: 'file:' contents inside the model, not supported
+    if status != 200:
+        assert json.loads(reply)["error"]
