@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# ../shared beside the checkout (/work/main); a worktree one level deeper finds it one more up.
+# ../shared beside the checkout; a worktree one level deeper finds it one more up (--shared-dir overrides).
 SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "anchors").is_dir()),
               ROOT.parent / "shared")
 EMBEDDER_SEQ = 32
@@ -268,9 +268,16 @@ def main() -> None:
     parser.add_argument("--default-interval", type=float, default=1000.0, help="window in ms on the default space")
     parser.add_argument("--objective", default="throughput")
     parser.add_argument("--work-dir", type=Path, help="keep repositories and analyze outputs here")
+    parser.add_argument("--shared-dir", type=Path, help="the shared models and anchors (default: ../shared)")
     parser.add_argument("--jsonl", type=Path, help="append each finished run here")
     parser.add_argument("--table", type=Path, help="only print the tables of this --jsonl file")
     args = parser.parse_args()
+    if args.shared_dir:
+        global SHARED
+        SHARED = args.shared_dir
+    wanted = args.order or args.models
+    if not args.table and "pymlp" in wanted and not (SHARED / "anchors" / "python_onnx_model").is_dir():
+        parser.error(f"{SHARED} lacks anchors/python_onnx_model (the pymlp model): pass --shared-dir")
     if args.table:
         records = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
         print(tables(records))
