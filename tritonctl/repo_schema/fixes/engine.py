@@ -64,6 +64,14 @@ class FixOutcome:
                 handle.truncate()
 
 
+def _fixer_for(diag: Diagnostic):
+    """The fixer for a diagnostic on a config file that exists, or None."""
+    fix_one = FIXERS.get(diag.code)
+    if fix_one is None or diag.path is None or diag.path.suffix != ".pbtxt" or not diag.path.is_file():
+        return None
+    return fix_one
+
+
 def _read(path: Path) -> str | None:
     """The config text with its own line ends; None when it cannot be edited safely."""
     try:
@@ -88,8 +96,8 @@ def fix_to_fixed_point(run_validation: Callable[[], object], max_rounds: int = M
             report = run_validation()
         proposals: dict[Path, list[tuple[Fix, Diagnostic]]] = {}
         for diag in report.diagnostics:
-            fix_one = FIXERS.get(diag.code)
-            if fix_one is None or diag.path is None or diag.path.suffix != ".pbtxt" or not diag.path.is_file():
+            fix_one = _fixer_for(diag)
+            if fix_one is None:
                 continue
             key = diag.path.resolve()
             if key not in originals:
@@ -215,8 +223,8 @@ def count_fixable(report) -> int:
     texts: dict[Path, str | None] = {}
     count = 0
     for diag in report.diagnostics:
-        fix_one = FIXERS.get(diag.code)
-        if fix_one is None or diag.path is None or diag.path.suffix != ".pbtxt" or not diag.path.is_file():
+        fix_one = _fixer_for(diag)
+        if fix_one is None:
             continue
         key = diag.path.resolve()
         if key not in texts:
