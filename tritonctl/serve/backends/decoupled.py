@@ -37,6 +37,7 @@ class InferenceResponseSender:
         self._lock = threading.Lock()  # responses of one request leave in the order they were sent
         self._closed = False
         self._failed = False
+        self._sent = 0  # responses and final flags sent
 
     def send(self, response: pb_utils.InferenceResponse | None = None, flags: int = 0) -> None:
         if flags not in (0, FINAL):
@@ -48,18 +49,29 @@ class InferenceResponseSender:
             raise pb_utils.TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a "
                                                 f"{type(response).__name__}")
         final = flags == FINAL
-        if not self._decoupled and (response is None or not final):
-            raise pb_utils.TritonModelException(
-                f"model '{self._model}' is not decoupled: it sends exactly one response per request, with "
-                "flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL (or set model_transaction_policy "
-                "{ decoupled: true } in its config)")
         with self._lock:
+            if not self._decoupled:  # one response, then the final flag (with it or alone), as Triton's stub
+                if response is not None and self._sent:
+                    raise pb_utils.TritonModelException("Non-decoupled model cannot send more than one response")
+                if response is None and not self._sent:
+                    raise pb_utils.TritonModelException(
+                        "Non-decoupled model cannot send complete final before sending a response")
             if self._closed:
                 raise pb_utils.TritonModelException("Unable to send response. Response sender has been closed.")
             self._closed = final
+            self._sent += 1
             result = None if response is None else self._convert(response)
             self._failed = self._failed or isinstance(result, ServeError)
             self._deliver(self._request, result, final, self._failed, self._started_ns)
+
+    def claim_for_return(self) -> bool:
+        """Whether the response execute() returned for this request answers it: not when the
+        model sent a response (or the final flag) through this sender already, which Triton
+        ignores. Either way the sender is closed afterwards."""
+        with self._lock:
+            unused = not self._sent and not self._closed
+            self._closed = True
+            return unused
 
     def fail(self, error: ServeError) -> None:
         """End the request with ``error`` unless the model already sent its final flag."""

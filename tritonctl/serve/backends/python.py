@@ -194,7 +194,14 @@ class PythonBackend(RequestBackend):
             raise internal(f"python model '{self.config.name}' returned {got} responses from execute() for "
                            f"{len(requests)} requests; it must return a list with one InferenceResponse per "
                            "request, in order")
-        return [self._result(response) for response in result]
+        answers = []
+        for index, response in enumerate(result):
+            sender = senders.made.get(index)
+            if sender is not None and (response is None or not sender.claim_for_return()):
+                answers.append(None)  # answered through its response sender (already, or later)
+            else:
+                answers.append(self._result(response))
+        return answers
 
     def _execute_error(self, message: str) -> ServeError:
         return internal(f"Failed to process the request(s) for model '{self.instance.name}', message: {message}")
