@@ -138,7 +138,9 @@ class DynamicBatchScheduler:
         policies = dict(options.level_policies)
         levels = range(1, options.priority_levels + 1) if options.priority_levels else [0]
         self._levels = {lv: _Level(policies.get(lv, options.default_policy)) for lv in levels}
-        self._cond = threading.Condition()
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        self._reaper_wake = threading.Condition(lock)  # the reaper waits apart from the workers
         self._queued = 0
         self._queued_size = 0  # the queued requests' batch sizes, summed
         # While workers wait for a batch to grow (the queue delay), the queued size and batch key
@@ -154,6 +156,11 @@ class DynamicBatchScheduler:
                                           name=f"{model}-instance-{i}") for i, inst in enumerate(instances)]
         for worker in self._workers:
             worker.start()
+        # Queue timeouts hold while every instance is busy: a thread of its own rejects (or
+        # delays) a queued request when its timeout passes, as Triton's does.
+        if any(level.policy.default_timeout_us for level in self._levels.values()):
+            self._reaper = threading.Thread(target=self._reap, daemon=True, name=f"{model}-queue-timeouts")
+            self._reaper.start()
 
     # ---- enqueue ------------------------------------------------------------------------------
     def level_of(self, priority: int) -> int:
@@ -182,6 +189,8 @@ class DynamicBatchScheduler:
             self._queued_size += request.batch_size
             if self._must_wake(request):
                 self._cond.notify()
+            if request.deadline_ns:
+                self._reaper_wake.notify()
         self.stats.add_pending(1)
 
     def _must_wake(self, request: InferRequest) -> bool:
@@ -337,13 +346,32 @@ class DynamicBatchScheduler:
             self._cond.acquire()
             self._polling = False
 
+    def _reap(self) -> None:
+        """Apply queue timeouts at their deadlines, whether or not a worker is free."""
+        with self._cond:
+            while not self._stopping:
+                now = time.monotonic_ns()
+                failed = self._expire(now)
+                if failed:
+                    self._cond.release()
+                    try:
+                        self._fail(failed)
+                    finally:
+                        self._cond.acquire()
+                    continue
+                deadlines = [r.deadline_ns for level in self._levels.values() for r in level.queue if r.deadline_ns]
+                self._reaper_wake.wait(max(min(deadlines) - now, 0) / 1e9 if deadlines else None)
+
+    def _fail(self, failed: list[tuple[InferRequest, ServeError, str]]) -> None:
+        for request, error, reason in failed:
+            self.stats.add_pending(-1)
+            self.stats.record_failure(time.monotonic_ns() - request.arrival_ns, reason)
+            request.finish(None, error)
+
     def _work(self, instance) -> None:
         while True:
             batch, failed = self._next_batch()
-            for request, error, reason in failed:
-                self.stats.add_pending(-1)
-                self.stats.record_failure(time.monotonic_ns() - request.arrival_ns, reason)
-                request.finish(None, error)
+            self._fail(failed)
             if batch is None:
                 return
             if not batch:
@@ -379,6 +407,7 @@ class DynamicBatchScheduler:
             self._accepting = False
             self._stopping = True
             self._cond.notify_all()
+            self._reaper_wake.notify_all()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for worker in self._workers:
             worker.join(None if deadline is None else max(deadline - time.monotonic(), 0))
