@@ -65,5 +65,5 @@ def test_a_registered_backend_is_created_with_its_load_request(tmp_path):
                                     tmp_path / "1", InstanceSpec("m_0", "KIND_CPU"), host))
 
 
-def test_the_runtime_registers_onnxruntime_and_python():
-    assert registry().names() == ["onnxruntime", "python"]
+def test_the_runtime_registers_onnxruntime_pytorch_and_python():
+    assert registry().names() == ["onnxruntime", "pytorch", "python"]

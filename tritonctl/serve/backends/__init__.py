@@ -12,6 +12,12 @@ def _onnxruntime(load: LoadRequest):
     return OnnxRuntimeBackend(load.config, load.version_dir, load.instance)
 
 
+def _pytorch(load: LoadRequest):
+    from tritonctl.serve.backends.pytorch import PyTorchBackend
+
+    return PyTorchBackend(load.config, load.version_dir, load.instance)
+
+
 def _python(load: LoadRequest):
     from tritonctl.serve.backends.python import PythonBackend
 
@@ -25,6 +31,8 @@ def _python_complete_config(config, model_dir):
 
 
 def registry() -> BackendRegistry:
-    """Every backend tritonctl serve runs: onnxruntime and python (with its auto-complete)."""
+    """Every backend tritonctl serve runs: onnxruntime, pytorch (TorchScript, with torch installed)
+    and python (with its auto-complete)."""
     return BackendRegistry([BackendType("onnxruntime", _onnxruntime),
+                            BackendType("pytorch", _pytorch),
                             BackendType("python", _python, _python_complete_config)])

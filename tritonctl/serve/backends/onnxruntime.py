@@ -9,27 +9,12 @@ import numpy as np
 
 from tritonctl.optional import ONNXRUNTIME_GPU
 from tritonctl.repo_schema.datatypes import DATATYPES
+from tritonctl.serve.backends.params import parse_bool, parse_int
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
 # ONNX tensor type names as onnxruntime reports them -> Triton config data types.
 ORT_TO_TRITON = {t.ort: t.config for t in DATATYPES}
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}  # OPT-06
-
-
-def parse_bool(value: str, key: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "on", "1"):
-        return True
-    if lowered in ("false", "off", "0"):
-        return False
-    raise BackendLoadError(f"failed to convert '{value}' to boolean for parameter '{key}'")
-
-
-def parse_int(value: str, key: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise BackendLoadError(f"failed to convert '{value}' to integral number for parameter '{key}'") from None
 
 
 def session_options(config):

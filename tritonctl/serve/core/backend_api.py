@@ -135,7 +135,8 @@ class BackendRegistry:
     def create(self, load: LoadRequest) -> ModelInstance:
         backend_type = self._types.get(load.config.backend)
         if backend_type is None:
-            runs = " and ".join(f"'{name}'" for name in self._types) or "no"
+            names = [f"'{name}'" for name in self._types]
+            runs = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names) or "no"
             raise BackendLoadError(f"unable to find backend library for backend '{load.config.backend}'; "
                                    f"tritonctl serve runs {runs} models")
         return backend_type.create(load)

@@ -1,0 +1,117 @@
+"""The PyTorch backend on its own, over TorchScript files made here: what it refuses at load and at
+execution with Triton's texts (the cases ``tritonctl validate`` does not stop first, reachable
+through a load request's config override), and the parameters it applies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from tritonctl.repo_schema.schema import model_config_pb2
+from tritonctl.serve.backends.pytorch import PyTorchBackend, indexed, read_settings
+from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, ModelExecutionError
+from tritonctl.serve.core.errors import ServeError, Status
+
+torch = pytest.importorskip("torch")
+
+
+class Scalar(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(), x
+
+
+class TensorList(torch.nn.Module):
+    def forward(self, x):
+        return [x, x]
+
+
+class Options(torch.nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+class Identity(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+IO = ('input [ { name: "x" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+      'output [ { name: "y__0" data_type: TYPE_FP32 dims: [ 2 ] } ]\n')
+
+
+def backend(tmp_path, module, text: str = IO, kind: str = "KIND_CPU") -> PyTorchBackend:
+    (tmp_path / "1").mkdir(exist_ok=True)
+    torch.jit.script(module).save(str(tmp_path / "1" / "model.pt"))
+    config = text_format.Parse('name: "m" backend: "pytorch" max_batch_size: 4\n' + text,
+                               model_config_pb2().ModelConfig())
+    return PyTorchBackend(config, tmp_path / "1", InstanceSpec("m_0", kind))
+
+
+def test_indexed_names_follow_tritons_reading():
+    assert [indexed(n) for n in ("INPUT__0", "x__12", "x", "a__b__1", "x__")] == [0, 12, None, None, 0]
+
+
+def test_execution_failures_carry_tritons_texts(tmp_path):
+    scalar = backend(tmp_path, Scalar(), IO.replace("y__0", "y__2"))
+    with pytest.raises(ServeError) as raised:
+        scalar.execute({"x": np.ones((1, 2), np.float32)}, ["y__2"])
+    assert raised.value.status is Status.INVALID_ARG
+    assert raised.value.message == ("The output y__2 in the model configuration refers to an output index which "
+                                    "doesn't exist. This model has 2 outputs")
+    with pytest.raises(ServeError, match=r"^output 'y__0' is a scalar which is not supported.$"):
+        backend(tmp_path, Scalar()).execute({"x": np.ones((1, 2), np.float32)}, ["y__0"])
+    with pytest.raises(ModelExecutionError, match=r"^PyTorch execute failure: output must be of type Tensor or "
+                                                  r"List\[str\], received List\[Tensor\]$"):
+        backend(tmp_path, TensorList()).execute({"x": np.ones((1, 2), np.float32)}, ["y__0"])
+
+
+def test_load_refusals(tmp_path):
+    with pytest.raises(BackendLoadError, match=r"^An input of type 'float' was detected in the model. Only a single "
+                                               r"input of type Dict\(str, Tensor\) or input\(s\) of type Tensor "
+                                               r"are supported.$"):
+        backend(tmp_path, Options())
+    with pytest.raises(BackendLoadError, match="^Triton only supports 1 dimensional List of String as input for 'x' "
+                                               "for model 'm'$"):
+        backend(tmp_path, Identity(), IO.replace("TYPE_FP32 dims: [ 2 ] } ]\noutput", "TYPE_STRING dims: [ 2 ] } ]\n"
+                                                 "output"))
+    with pytest.raises(BackendLoadError, match="^unsupported datatype TYPE_UINT16 for output 'y__0' for model 'm'$"):
+        backend(tmp_path, Identity(), IO.replace("TYPE_FP32 dims: [ 2 ] } ]\n", "TYPE_UINT16 dims: [ 2 ] } ]\n")
+                .replace("TYPE_UINT16", "TYPE_FP32", 1))
+    with pytest.raises(BackendLoadError, match="^failed to convert 'maybe' to boolean for parameter "
+                                               "'INFERENCE_MODE'$"):
+        backend(tmp_path, Identity(), IO + 'parameters { key: "INFERENCE_MODE" value { string_value: "maybe" } }')
+    with pytest.raises(BackendLoadError, match="^Failed to parse 'INTRA_OP_THREAD_COUNT' parameter for model 'm': "
+                                               "failed to convert 'two' to integral number"):
+        backend(tmp_path, Identity(), IO + 'parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "two" } }')
+    (tmp_path / "1" / "model.pt").write_bytes(b"not a zip")
+    config = text_format.Parse('name: "m" backend: "pytorch" max_batch_size: 4\n' + IO, model_config_pb2().ModelConfig())
+    with pytest.raises(BackendLoadError, match="^failed to load model 'm': "):
+        PyTorchBackend(config, tmp_path / "1", InstanceSpec("m_0", "KIND_CPU"))
+    (tmp_path / "1" / "model.pt").unlink()
+    with pytest.raises(BackendLoadError, match="^unable to find '.*model.pt' for model instance 'm'$"):
+        PyTorchBackend(config, tmp_path / "1", InstanceSpec("m_0", "KIND_CPU"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where torch has no CUDA")
+def test_gpu_instance_without_cuda_names_why(tmp_path):
+    with pytest.raises(BackendLoadError, match="has kind KIND_GPU but no CUDA device is usable here"):
+        backend(tmp_path, Identity(), kind="KIND_GPU")
+
+
+def test_parameters_are_read_and_applied(tmp_path):
+    settings = IO + "".join(f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n' for k, v in (
+        ("DISABLE_OPTIMIZED_EXECUTION", "true"), ("INFERENCE_MODE", "off"), ("ENABLE_WEIGHT_SHARING", "1"),
+        ("ENABLE_JIT_PROFILING", "false"), ("INTER_OP_THREAD_COUNT", "1")))
+    first = backend(tmp_path, Identity(), settings)
+    assert read_settings(first.config) == read_settings(first.config).__class__(
+        optimized_execution=False, inference_mode=False, weight_sharing=True, jit_profiling=False, inter_op_threads=1)
+    before = torch._C._get_graph_executor_optimize()
+    try:
+        out = first.execute({"x": np.arange(4, dtype=np.float32).reshape(2, 2)}, ["y__0"])
+        assert torch._C._get_graph_executor_optimize() is False
+    finally:
+        torch._C._set_graph_executor_optimize(before)
+    assert np.array_equal(out["y__0"], np.arange(4, dtype=np.float32).reshape(2, 2))
+    second = PyTorchBackend(first.config, tmp_path / "1", InstanceSpec("m_1", "KIND_CPU"))
+    assert second.module is first.module  # ENABLE_WEIGHT_SHARING: one module per device
