@@ -4,7 +4,8 @@
 
 While ``model.py`` is imported, ``import triton_python_backend_utils`` resolves to
 ``tritonctl.serve.backends.pb_utils`` and the version directory is on ``sys.path`` (so the
-model can import modules lying beside it, as in Triton).
+model can import modules lying beside it, as in Triton). ``import model`` gives a model's code its
+own module and ``sys.argv`` reads ``['']`` to it, as in Triton's stub (``own_module``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonctl.serve.backends import bls, bls_deadlock, pb_utils
+from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
@@ -113,6 +114,7 @@ class PythonBackend(RequestBackend):
         self._event_loop: ModelEventLoop | None = None  # started by the first ``async def execute``
         self._caller = bls.Caller(self, holds_instance=True)  # who runs BLS requests during execute()
         self.bls_ready = False  # set by the first BLS request, once this instance is found serving
+        own_module.install()  # `import model` and sys.argv as in Triton's stub
         self.model = self._create()
         self._initialize(model_dir)
 
