@@ -57,6 +57,7 @@ struct CallState {
   bool finish_requested = false;
   bool finished = false;  // Finish has been called (exactly once)
   bool cancelled = false;  // the client went away or the deadline passed
+  bool triton_grpc_error = false;  // a stream opened with the header triton_grpc_error: true
   InlinePath* counted_in = nullptr;  // a ModelInfer call counted as unanswered
   grpc::Status status;
 
@@ -83,6 +84,11 @@ class Reactor : public grpc::ServerGenericBidiReactor {
     state_->reactor = this;
     state_->method = context->method();
     state_->streaming = state_->method == stream_method;
+    if (state_->streaming) {
+      const auto& metadata = context->client_metadata();
+      auto header = metadata.find("triton_grpc_error");
+      state_->triton_grpc_error = header != metadata.end() && header->second == "true";
+    }
     StartRead(&request_);
   }
 
@@ -240,6 +246,7 @@ class Call {
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->cancelled;
   }
+  bool triton_grpc_error() const { return state_->triton_grpc_error; }
   // Both copy the message, then let go of the GIL: gRPC may send it on this thread.
   void write(py::buffer message) {
     grpc::ByteBuffer buffer = ToByteBuffer(message);
@@ -355,6 +362,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("method", &Call::method)
       .def_property_readonly("cancelled", &Call::cancelled,
                              "Whether the client went away (or its deadline passed).")
+      .def_property_readonly("triton_grpc_error", &Call::triton_grpc_error,
+                             "Whether the client opened this stream with the header triton_grpc_error: true.")
       .def("write", &Call::write, "Queue one message of a streaming response.")
       .def("finish", &Call::finish, py::arg("code"), py::arg("message"), py::arg("reply"),
            "End the call with a status, after `reply` (bytes or None) and every queued write.")

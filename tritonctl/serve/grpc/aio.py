@@ -9,8 +9,8 @@ import asyncio
 import grpc
 
 from tritonctl.serve.core.server import InferenceServer, LoopCompletions
-from tritonctl.serve.grpc.handlers import (CODES, HEALTH_SERVICE, MAX_MESSAGE, OK, SERVICE, STREAM, GrpcHandlers,
-                                           status_of)
+from tritonctl.serve.grpc.handlers import (CODES, GRPC_ERROR_HEADER, HEALTH_SERVICE, MAX_MESSAGE, OK, SERVICE, STREAM,
+                                           GrpcHandlers, status_of)
 
 SERVER_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
                   ("grpc.so_reuseport", 0)]
@@ -78,7 +78,9 @@ class AioFrontEnd:
 
     async def _stream(self, payloads, context):
         try:
-            async for body in self.handlers.stream(payloads):
+            grpc_error = any(key == GRPC_ERROR_HEADER and value == "true"
+                             for key, value in context.invocation_metadata() or ())
+            async for body in self.handlers.stream(payloads, grpc_error):
                 yield body
         except Exception as exc:
             code, details = status_of(exc, STREAM)

@@ -36,6 +36,8 @@ PREFIX = f"/{SERVICE}/"
 INFER = PREFIX + "ModelInfer"
 STREAM = PREFIX + "ModelStreamInfer"
 HEALTH_SERVICE = "grpc.health.v1.Health"
+# A stream opened with this header set to "true" ends at its first error, as its status (Triton 24.08+).
+GRPC_ERROR_HEADER = "triton_grpc_error"
 HEALTH = f"/{HEALTH_SERVICE}/Check"
 OK = grpc.StatusCode.OK.value[0]
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
@@ -156,15 +158,17 @@ class GrpcHandlers:
             trace.finish()
 
     # ---- ModelStreamInfer --------------------------------------------------------------------
-    async def stream(self, payloads: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def stream(self, payloads: AsyncIterator[bytes], grpc_error: bool = False) -> AsyncIterator[bytes]:
         """The serialized ModelStreamInferResponses of a stream of ModelInferRequests; a message
-        that does not parse ends the stream (raises DecodeError, which ``status_of`` maps)."""
+        that does not parse ends the stream (raises DecodeError, which ``status_of`` maps).
+        ``grpc_error``: the client's header ``triton_grpc_error: true``; the first error ends the
+        stream too (raises it as a ServeError)."""
 
         async def messages():
             async for payload in payloads:
                 yield service_pb2.ModelInferRequest.FromString(payload)
 
-        async for message in StreamSession(self.server, messages()).run():
+        async for message in StreamSession(self.server, messages(), grpc_error).run():
             yield message.SerializeToString()
 
     # ---- every other unary method ------------------------------------------------------------

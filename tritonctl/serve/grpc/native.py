@@ -128,7 +128,9 @@ class _Stream:
 
     async def _run(self) -> None:
         try:
-            async for body in self.front.handlers.stream(self._payloads()):
+            # a transport built before it read the header has no triton_grpc_error
+            grpc_error = getattr(self.call, "triton_grpc_error", False)
+            async for body in self.front.handlers.stream(self._payloads(), grpc_error):
                 self.call.write(body)
             self.call.finish(OK, "", None)
         except asyncio.CancelledError:

@@ -10,7 +10,9 @@ and no model version - only when the request asked for it with
 ``triton_enable_empty_final_response: true`` (tritonclient's
 ``async_stream_infer(..., enable_empty_final_response=True)``). The stream ends once the client
 has stopped sending and every request has had its final response; a client that goes away
-cancels its requests still in flight.
+cancels its requests still in flight. A stream opened with the header ``triton_grpc_error: true``
+(Triton 24.08+) ends at its first error instead, with that error as the gRPC status (Triton's code
+and text), and its requests still in flight are cancelled.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ class _Pending:
 class StreamSession:
     """One ModelStreamInfer call: ``async for message in StreamSession(server, requests).run()``."""
 
-    def __init__(self, server: InferenceServer, request_iterator):
+    def __init__(self, server: InferenceServer, request_iterator, grpc_error: bool = False):
         self.server = server
         self.request_iterator = request_iterator
+        self.grpc_error = grpc_error  # errors end the stream as its status (header triton_grpc_error)
         self.outbox: asyncio.Queue = asyncio.Queue()
         self.reading = True
         self.in_flight: set[_Pending] = set()
@@ -59,6 +62,8 @@ class StreamSession:
                 message = await self.outbox.get()
                 if message is None:
                     break
+                if isinstance(message, ServeError):  # triton_grpc_error: the status ends the stream
+                    raise message
                 yield message
         finally:
             reader.cancel()
@@ -83,7 +88,7 @@ class StreamSession:
             pending.decoupled = self.server.infer_stream(
                 request, lambda response, error, final: self._on_response(pending, response, error, final))
         except ServeError as exc:
-            self._place(ticket, service_pb2.ModelStreamInferResponse(error_message=exc.message))
+            self._place(ticket, self._error(exc))
             return
         self.in_flight.add(pending)
         if pending.decoupled:
@@ -111,13 +116,16 @@ class StreamSession:
                 encoded.parameters[FINAL_RESPONSE].bool_param = final
                 return service_pb2.ModelStreamInferResponse(infer_response=encoded)
         if error is not None:
-            return service_pb2.ModelStreamInferResponse(error_message=error.message)
+            return self._error(error)
         if not pending.empty_final:  # the final flag alone, which the client did not ask to see
             return None
         request = pending.request
         empty = service_pb2.ModelInferResponse(model_name=request.model_name, id=request.id)
         empty.parameters[FINAL_RESPONSE].bool_param = True
         return service_pb2.ModelStreamInferResponse(infer_response=empty)
+
+    def _error(self, error: ServeError):
+        return error if self.grpc_error else service_pb2.ModelStreamInferResponse(error_message=error.message)
 
     def _place(self, ticket: int, message) -> None:
         """An ordinary request's message, sent once every earlier request's has been."""
