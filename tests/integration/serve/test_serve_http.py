@@ -201,7 +201,7 @@ def test_burst_is_batched_and_counted_in_metrics(served):
     text = urllib.request.urlopen(served.metrics_url, timeout=10).read().decode()
     assert 'nv_inference_request_success{model="batched",version="1"} 16' in text
     assert 'nv_inference_count{model="batched",version="1"} 16' in text
-    assert 'nv_inference_request_failure{model="batched",version="1",reason="REJECTED"} 0' in text
+    assert 'nv_inference_request_failure{model="batched",reason="REJECTED",version="1"} 0' in text
 
 
 def test_max_queue_size_rejects_with_503(served):

@@ -39,22 +39,28 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def label_set(**labels: str) -> str:
+    """``{a="..",b=".."}`` with the labels sorted by name, as Triton (prometheus-cpp) writes every
+    metric: ``nv_inference_request_failure{model="m",reason="BACKEND",version="1"}``; dashboards and
+    tests match that text."""
+    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in sorted(labels.items())) + "}"
+
+
 def exposition(manager: ModelManager) -> bytes:
     stats = [mv.stats for entry in list(manager.models.values()) for _, mv in sorted(entry.versions.items())]
     lines: list[str] = []
 
-    def labels(s, extra: str = "") -> str:
-        return f'{{model="{_escape(s.name)}",version="{s.version}"{extra}}}'
+    def labels(s, **extra: str) -> str:
+        return label_set(model=s.name, version=str(s.version), **extra)
 
-    lines += ["# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
-              "# TYPE nv_inference_request_failure counter"]
-    for s in stats:
-        for reason in FAILURE_REASONS:
-            reason_label = ',reason="' + reason + '"'
-            lines.append(f"nv_inference_request_failure{labels(s, reason_label)} {s.failures.get(reason, 0)}")
     for name, help_text, value in COUNTERS:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
         lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
+        if name == "nv_inference_request_success":  # Triton's order: success, then failure
+            lines += ["# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
+                      "# TYPE nv_inference_request_failure counter"]
+            lines += [f"nv_inference_request_failure{labels(s, reason=reason)} {s.failures.get(reason, 0)}"
+                      for s in stats for reason in FAILURE_REASONS]
     lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
               "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
     lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
