@@ -179,7 +179,7 @@ class InferenceRequest:
 
     def parameters(self) -> str:
         """The request's parameters as a JSON string, as Triton's Python backend gives them."""
-        return json.dumps(self._parameters, default=str)
+        return json.dumps(self._parameters, default=str, separators=(",", ":"))  # Triton's compact form
 
     def is_cancelled(self) -> bool:
         """Whether the client gave up on this request (disconnected, cancelled, deadline passed)."""

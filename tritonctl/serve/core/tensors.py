@@ -44,34 +44,46 @@ def checked_count(shape, name: str, model: str) -> int:
 
 
 def serialize_bytes(array: np.ndarray) -> bytes:
+    """Triton's BYTES wire form; an element that is not ``bytes`` is written as its ``str()`` in
+    UTF-8, as Triton's ``serialize_byte_tensor`` does (1 -> b"1", True -> b"True", 0.5 -> b"0.5")."""
     parts = []
     for item in array.reshape(-1):
-        data = item if isinstance(item, bytes) else (item.encode() if isinstance(item, str) else bytes(item))
+        data = bytes(item) if isinstance(item, (bytes, bytearray, memoryview)) else str(item).encode("utf-8")
         parts.append(struct.pack("<I", len(data)))
         parts.append(data)
     return b"".join(parts)
 
 
 def deserialize_bytes(buffer, count: int, name: str, model: str) -> np.ndarray:
+    """``count`` BYTES elements (4-byte little-endian length, then the bytes) from ``buffer``,
+    refused with Triton's texts (its ValidateBytesInputs) when the buffer holds another number of
+    elements or ends inside one. A declared shape never sizes memory beyond what the bytes sent
+    can fill."""
     view = memoryview(buffer)
-    if count > len(view) // 4:  # each element takes at least its 4-byte length: refused before allocating
-        raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}': {count} BYTES "
-                          f"elements need at least {4 * count} bytes, got {len(view)}")
-    out = np.empty(count, dtype=object)
+    end = len(view)
+    out = np.empty(min(count, end // 4), dtype=object)  # each element takes at least its 4-byte length
+    found = 0
     offset = 0
-    for i in range(count):
-        if offset + 4 > len(view):
-            raise invalid_arg(f"unexpected end of BYTES data for input '{name}' for model '{model}': "
-                              f"expected {count} elements, found {i}")
+    while offset < end:
+        if end - offset < 4:
+            raise invalid_arg(f"incomplete string length indicator for inference input '{name}' for model "
+                              f"'{model}', expecting 4 bytes but only {end - offset} bytes available. Please make "
+                              "sure the string length indicator is in one buffer.")
         (length,) = struct.unpack_from("<I", view, offset)
         offset += 4
-        if offset + length > len(view):
-            raise invalid_arg(f"BYTES element {i} of input '{name}' for model '{model}' runs past the end of the data")
-        out[i] = bytes(view[offset:offset + length])
+        if length > end - offset:
+            raise invalid_arg(f"incomplete string data for inference input '{name}', expecting string of length "
+                              f"{length} but only {end - offset} bytes available")
+        if found < len(out):
+            out[found] = bytes(view[offset:offset + length])
+        found += 1
         offset += length
-    if offset != len(view):
-        raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}'. Expected {offset}, "
-                          f"got {len(view)}")
+    if found < count:
+        raise invalid_arg(f"expected {count} string elements for inference input '{name}' for model '{model}', "
+                          f"got {found}")
+    if found > count:
+        raise invalid_arg(f"unexpected number of string elements {found} for inference input '{name}' for model "
+                          f"'{model}', expecting {count}")
     return out
 
 
