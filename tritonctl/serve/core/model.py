@@ -130,9 +130,12 @@ class ModelVersion:
                                   f"'{model}' expects '{spec.datatype}'")
         missing = [n for n in self.required_inputs if n not in request.inputs]
         if missing:
+            required, total = len(self.required_inputs), len(self.inputs)
+            expected = (f"{required} inputs" if required == total
+                        else f"number of inputs between {required} and {total}")
             raise invalid_arg(
-                f"{rid}expected {len(self.required_inputs)} inputs but got {len(request.inputs)} inputs for model "
-                f"'{model}'. Got input(s) {sorted(request.inputs)}, but missing required input(s) {missing}. "
+                f"{rid}expected {expected} but got {len(request.inputs)} inputs for model '{model}'. Got input(s) "
+                f"{_names(request.inputs)}, but missing required input(s) {_names(missing)}. "
                 "Please provide all required input(s).")
         batch = 1
         if self.max_batch_size > 0:
@@ -327,6 +330,11 @@ def _datatype(data: np.ndarray, spec: TensorSpec) -> str:
     if spec.datatype == "BF16" and data.dtype == np.uint16:
         return "BF16"
     return DATATYPE_OF_NUMPY.get(data.dtype, spec.datatype)
+
+
+def _names(names) -> str:
+    """Triton's list of tensor names: ``['INPUT0','INPUT1']`` (no spaces)."""
+    return "[" + ",".join(f"'{name}'" for name in names) + "]"
 
 
 def _dims(shape) -> str:

@@ -52,7 +52,7 @@ class UvicornFrontEnd:
 
         self._socket = listening_socket(host, port)
         self.port: int = self._socket.getsockname()[1]
-        config = uvicorn.Config(app, http="httptools", loop="none", lifespan="off", access_log=False,
+        config = uvicorn.Config(app, http=_chunked_with_length_protocol(), loop="none", lifespan="off", access_log=False,
                                 log_config=None, timeout_graceful_shutdown=int(max(exit_timeout_s, 1)),
                                 server_header=False, date_header=False, timeout_keep_alive=30)
         self._server = Server(config)
@@ -71,3 +71,18 @@ class UvicornFrontEnd:
         self._server.should_exit = True
         if self._task is not None:
             await asyncio.wait([self._task], timeout=grace_s + 1)
+
+
+def _chunked_with_length_protocol():
+    """uvicorn's httptools protocol, except that a request carrying both ``Transfer-Encoding:
+    chunked`` and ``Content-Length`` is read as chunked (RFC 9112 6.3: Transfer-Encoding wins)
+    instead of refused with 400. Triton (libevent) and the C++ transport accept it, and clients
+    such as ``requests`` send both when given a pre-chunked body and the header (Triton's L0_http)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+
+    return Protocol

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,8 +105,8 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
             name, datatype, shape = entry["name"], entry["datatype"], entry["shape"]
         except KeyError as exc:
             raise invalid_arg(f"input is missing the required field {exc} in the inference request") from None
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise invalid_arg(f"invalid 'shape' for input '{name}' of model '{model}'")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise _shape_error(name, shape, model)
         params = entry.get("parameters") or {}
         size = params.get("binary_data_size")
         has_data = "data" in entry
@@ -158,21 +159,22 @@ def decode_raw_request(body: bytes, model, version: str) -> tuple[InferRequest, 
     """Triton's "raw binary request" (``Inference-Header-Content-Length: 0``): the whole body is the
     only input of a one-input model, taken as batch 1; every output comes back binary."""
     if len(model.inputs) != 1:
-        raise invalid_arg(f"Raw binary request input size must be 1, model '{model.name}' has "
-                          f"{len(model.inputs)} inputs")
+        raise invalid_arg(f"[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced "
+                          f"but got {len(model.inputs)} inputs in '{model.name}' model configuration")
     spec = next(iter(model.inputs.values()))
     dims = spec.dims[1:] if model.max_batch_size > 0 else list(spec.dims)
     if spec.datatype == "BYTES":
-        if dims != [1] and dims != [-1]:
-            raise invalid_arg(f"raw binary BYTES input '{spec.name}' of model '{model.name}' must have shape [1]")
-        data = np.empty(1, dtype=object)
-        data[0] = bytes(body)
-        shape = [1]
+        if -1 in dims or element_count(dims) != 1:
+            raise invalid_arg(f"[request id: <id_unknown>] For BYTE datatype raw input '{spec.name}', the model "
+                              "must have input shape [1]")
+        shape = list(dims)
+        data = np.empty(shape, dtype=object)  # the whole body is the one element (Triton adds no length prefix)
+        data.reshape(-1)[0] = bytes(body)
     else:
         variable = [i for i, d in enumerate(dims) if d == -1]
         if len(variable) > 1:
-            raise invalid_arg(f"raw binary input '{spec.name}' of model '{model.name}' may have at most one "
-                              "variable-size dimension")
+            raise invalid_arg(f"[request id: <id_unknown>] The shape of the raw input '{spec.name}' can not be "
+                              "deduced because there are more than one variable-sized dimension")
         fixed = element_count(d for d in dims if d != -1) * NUMPY_DTYPE[spec.datatype].itemsize
         shape = list(dims)
         if variable:
@@ -184,6 +186,19 @@ def decode_raw_request(body: bytes, model, version: str) -> tuple[InferRequest, 
         data = data.reshape([1, *shape])
     request = InferRequest(model.name, {spec.name: InferTensor(spec.name, spec.datatype, data)}, model_version=version)
     return request, HttpOutputOptions(binary_default=True)
+
+
+def _shape_error(name: str, shape, model: str) -> ServeError:
+    """A 'shape' that is not a list of non-negative integers: Triton's text (its JSON reader's), then
+    what is wrong. Triton answers it with 500, a client fault reported as a server one; here it is
+    400 like every client fault (docs/compatibility.md)."""
+    return invalid_arg("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+                      f"unsigned-integer (the shape of input '{name}' of model '{model}' must be a list of "
+                      f"non-negative integers, got {_clip(orjson.dumps(shape).decode())})")
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _read_parameters(params: dict, request: InferRequest, options: HttpOutputOptions) -> None:
@@ -222,8 +237,57 @@ def _json_data(tensor: InferTensor) -> list:
                           f"format for output {tensor.name}")
     flat = tensor.data.reshape(-1)
     if tensor.datatype == "BYTES":
-        return [item.decode("utf-8", errors="replace") if isinstance(item, bytes) else str(item) for item in flat]
+        # An element that is not UTF-8 keeps its bytes (decoded with surrogateescape, written back
+        # as they were by _dump_with_raw_bytes), as Triton writes them into the JSON untouched.
+        return [item.decode("utf-8", errors="surrogateescape") if isinstance(item, bytes) else str(item)
+                for item in flat]
     return flat.tolist()
+
+
+def _dump_response(doc: dict) -> bytes:
+    try:
+        return orjson.dumps(doc)
+    except TypeError:  # a BYTES element that is not UTF-8 (orjson refuses its surrogates)
+        return _dump_with_raw_bytes(doc)
+
+
+def _dump_with_raw_bytes(doc: dict) -> bytes:
+    """The response JSON with the bytes of non-UTF-8 BYTES elements written as they are, as Triton
+    does: the body is then not valid UTF-8, and tritonclient refuses it with "Failed to encode
+    using UTF-8. Please use binary_data=True, if you want to pass a byte array." (what Triton's
+    users see), while ``binary_data`` outputs carry such bytes intact."""
+    raw: list[bytes] = []
+    mark = f"raw-bytes-{uuid.uuid4().hex}-"  # in no element: a stand-in for each non-UTF-8 one
+
+    def stand_in(item):
+        try:
+            item.encode("utf-8")
+            return item
+        except UnicodeEncodeError:
+            raw.append(item.encode("utf-8", errors="surrogateescape"))
+            return f"{mark}{len(raw) - 1}"
+
+    for output in doc["outputs"]:
+        if output.get("datatype") == "BYTES" and "data" in output:
+            output["data"] = [stand_in(item) for item in output["data"]]
+    text = orjson.dumps(doc)
+    for index, value in enumerate(raw):
+        text = text.replace(f'"{mark}{index}"'.encode(), b'"' + _json_escape(value) + b'"', 1)
+    return text
+
+
+def _json_escape(value: bytes) -> bytes:
+    """JSON string escaping for bytes that are not UTF-8: quote, backslash and control bytes
+    escaped, every other byte copied."""
+    out = bytearray()
+    for byte in value:
+        if byte in (0x22, 0x5C):
+            out += b"\\" + bytes([byte])
+        elif byte < 0x20:
+            out += b"\\u%04x" % byte
+        else:
+            out.append(byte)
+    return bytes(out)
 
 
 def encode_response(response: InferResponse, request: InferRequest, options: HttpOutputOptions) \
@@ -254,7 +318,7 @@ def encode_response(response: InferResponse, request: InferRequest, options: Htt
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
-    header = orjson.dumps(doc)
+    header = _dump_response(doc)
     if not binaries:
         return [header], None
     return [header, *binaries], len(header)

@@ -1,0 +1,356 @@
+"""Behaviour that Triton's own QA suites (qa/L0_input_validation, L0_http, L0_parameters,
+L0_metrics) and its users' clients match, checked against the texts and statuses a real Triton
+2.51 gave for the same requests on the same models (docs/compatibility.md). Every test runs over
+both transports of both protocols (the ``transports`` fixture); where a behaviour exists in one
+protocol only (raw binary bodies, chunked bodies, JSON shapes), the test says so."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+MODULES = pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+
+IDENTITY = '''
+import json
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.pairs = list(zip([i["name"] for i in config["input"]], [o["name"] for o in config["output"]]))
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            outputs = []
+            for name, output in self.pairs:
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is not None:
+                    outputs.append(pb_utils.Tensor(output, tensor.as_numpy()))
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+'''
+
+# qa/L0_parameters/model_repository/parameter: the request's parameters as two BYTES outputs
+# (values put in an object array as json.loads gives them), plus the JSON text itself.
+PARAMETERS = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            text = request.parameters()
+            parameters = json.loads(text)
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("key", np.asarray(list(parameters.keys()), dtype=object)),
+                pb_utils.Tensor("value", np.asarray(list(parameters.values()), dtype=object)),
+                pb_utils.Tensor("text", np.asarray([text.encode()], dtype=object))]))
+        return responses
+'''
+
+NOT_UTF8 = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        data = np.array([b"\\xff\\xfeok", b'quote " and \\\\ \\x01'], dtype=object)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]) for _ in requests]
+'''
+
+FAILING = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError("refused")) for _ in requests]
+'''
+
+
+def _tensor(name: str, datatype: str, dims: str, optional: bool = False) -> str:
+    return f'{{ name: "{name}" data_type: {datatype} dims: {dims}{" optional: true" if optional else ""} }}'
+
+
+def _model(repo: Path, name: str, max_batch_size: int, inputs: list[str], outputs: list[str],
+           code: str = IDENTITY) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
+        f'input [ {", ".join(inputs)} ]\noutput [ {", ".join(outputs)} ]\n')
+    (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
+
+
+def compat_repository(repo: Path) -> Path:
+    """The models of Triton's test.sh files that these cases use, as Python models: identity
+    models named as qa_identity_model_repository names them, L0_input_validation's optional-input
+    models, L0_parameters' parameter model, one that answers non-UTF-8 BYTES and one that fails."""
+    fp32 = ("TYPE_FP32", "[ -1 ]")
+    _model(repo, "onnx_zero_1_float32", 8, [_tensor("INPUT0", *fp32)], [_tensor("OUTPUT0", *fp32)])
+    _model(repo, "onnx_zero_3_float32", 8, [_tensor(f"INPUT{i}", *fp32) for i in range(3)],
+           [_tensor(f"OUTPUT{i}", *fp32) for i in range(3)])
+    _model(repo, "onnx_zero_1_object_1_element", 8, [_tensor("INPUT0", "TYPE_STRING", "[ 1 ]")],
+           [_tensor("OUTPUT0", "TYPE_STRING", "[ 1 ]")])
+    _model(repo, "onnx_zero_1_object", 8, [_tensor("INPUT0", "TYPE_STRING", "[ -1 ]")],
+           [_tensor("OUTPUT0", "TYPE_STRING", "[ -1 ]")])
+    _model(repo, "onnx_zero_1_float16", 8, [_tensor("INPUT0", "TYPE_FP16", "[ -1, -1 ]")],
+           [_tensor("OUTPUT0", "TYPE_FP16", "[ -1, -1 ]")])
+    one = ("TYPE_FP32", "[ 1 ]")
+    _model(repo, "input_all_required", 0, [_tensor(f"INPUT{i}", *one) for i in range(3)],
+           [_tensor("OUTPUT0", *one)])
+    _model(repo, "input_optional", 0, [_tensor(f"INPUT{i}", *one, optional=i == 3) for i in range(4)],
+           [_tensor("OUTPUT0", *one)])
+    _model(repo, "parameter", 0, [_tensor("INPUT0", *one)],
+           [_tensor("key", "TYPE_STRING", "[ -1 ]"), _tensor("value", "TYPE_STRING", "[ -1 ]"),
+            _tensor("text", "TYPE_STRING", "[ 1 ]")], PARAMETERS)
+    _model(repo, "not_utf8", 0, [_tensor("INPUT0", *one)], [_tensor("OUTPUT0", "TYPE_STRING", "[ 2 ]")], NOT_UTF8)
+    _model(repo, "failing", 0, [_tensor("INPUT0", *one)], [_tensor("OUTPUT0", *one)], FAILING)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, transports):
+    repo = compat_repository(tmp_path_factory.mktemp("compat") / "repo")
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
+        yield server
+
+
+def client_for(module, served):
+    return module.InferenceServerClient(served.http_url if module is httpclient else served.grpc_url)
+
+
+def ones(module, *names: str, shape=(1,)):
+    tensors = []
+    for name in names:
+        tensor = module.InferInput(name, list(shape), "FP32")
+        tensor.set_data_from_numpy(np.ones(shape, np.float32))
+        tensors.append(tensor)
+    return tensors
+
+
+def post(served, path: str, body, headers: dict) -> tuple[int, bytes, dict]:
+    """One HTTP request as written: bytes are sent with the headers given (a Content-Length is
+    added unless given), an iterable of bytes is sent chunked by http.client."""
+    host, port = served.http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        if isinstance(body, bytes):
+            headers = {"Content-Length": str(len(body)), **headers}
+            connection.request("POST", path, body=body, headers=headers)
+        else:
+            connection.request("POST", path, body=body, headers=headers, encode_chunked=True)
+        response = connection.getresponse()
+        return response.status, response.read(), {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        connection.close()
+
+
+def binary_tail(status: int, body: bytes, headers: dict) -> bytes:
+    assert status == 200, body
+    return body[int(headers["inference-header-content-length"]):]
+
+
+RAW = {"Inference-Header-Content-Length": "0"}
+
+
+# ---- input counts and names (qa/L0_input_validation) ----------------------------------------
+@MODULES
+@pytest.mark.parametrize("model,given,expected", [
+    ("input_optional", [], "expected number of inputs between 3 and 4 but got 0 inputs for model 'input_optional'. "
+     "Got input(s) [], but missing required input(s) ['INPUT0','INPUT1','INPUT2']. Please provide all required "
+     "input(s)."),
+    ("input_optional", ["INPUT0"], "expected number of inputs between 3 and 4 but got 1 inputs for model "
+     "'input_optional'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1','INPUT2']. Please provide "
+     "all required input(s)."),
+    ("input_all_required", ["INPUT0"], "expected 3 inputs but got 1 inputs for model 'input_all_required'. Got "
+     "input(s) ['INPUT0'], but missing required input(s) ['INPUT1','INPUT2']. Please provide all required input(s)."),
+])
+def test_missing_inputs_are_named_as_triton_names_them(served, module, model, given, expected):
+    """Triton 2.51, both protocols: "[request id: <id_unknown>] expected number of inputs between 3
+    and 4 but got 0 inputs for model 'input_optional'. Got input(s) [], but missing required
+    input(s) ['INPUT0','INPUT1','INPUT2']. ..." (400 / INVALID_ARGUMENT); "expected N inputs"
+    when no input is optional; names listed without spaces."""
+    client = client_for(module, served)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer(model, ones(module, *given))
+    assert caught.value.message() == "[request id: <id_unknown>] " + expected
+    assert caught.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+    answer = client.infer("input_optional", ones(module, "INPUT0", "INPUT1", "INPUT2"))
+    assert answer.as_numpy("OUTPUT0").tolist() == [1.0]
+
+
+# ---- raw binary requests and BYTES framing (qa/L0_http/http_test.py) --------------------------
+def test_raw_binary_requests_are_refused_with_tritons_texts(served):
+    """HTTP only (gRPC has no raw body). Triton 2.51 (400 each): "[request id: <id_unknown>] Raw
+    request must only have 1 input (found 1) to be deduced but got 3 inputs in
+    'onnx_zero_3_float32' model configuration"; "For BYTE datatype raw input 'INPUT0', the model
+    must have input shape [1]"; "The shape of the raw input 'INPUT0' can not be deduced because
+    there are more than one variable-sized dimension"."""
+    cases = [("onnx_zero_3_float32", np.arange(24, dtype=np.float32).tobytes(),
+              "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 3 "
+              "inputs in 'onnx_zero_3_float32' model configuration"),
+             ("onnx_zero_1_object", b"427",
+              "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
+             ("onnx_zero_1_float16", np.ones(4, np.float16).tobytes(),
+              "The shape of the raw input 'INPUT0' can not be deduced because there are more than one "
+              "variable-sized dimension")]
+    for model, body, text in cases:
+        status, reply, _ = post(served, f"/v2/models/{model}/infer", body, RAW)
+        assert status == 400 and text in json.loads(reply)["error"], reply
+    data = np.arange(8, dtype=np.float32).tobytes()
+    assert binary_tail(*post(served, "/v2/models/onnx_zero_1_float32/infer", data, RAW)) == data
+
+
+def test_a_raw_bytes_body_is_the_one_element_as_sent(served):
+    """HTTP only. Triton 2.51 takes the whole raw body of a BYTES model as its one element and adds
+    no framing of its own: "427" comes back as b"\\x03\\0\\0\\0427" (L0_http test_byte); a body that
+    starts with a length prefix is taken as is too, prefix included."""
+    tail = binary_tail(*post(served, "/v2/models/onnx_zero_1_object_1_element/infer", b"427", RAW))
+    assert tail == b"\x03\x00\x00\x00427"
+    tail = binary_tail(*post(served, "/v2/models/onnx_zero_1_object_1_element/infer", b"\x03\x00\x00\x00427", RAW))
+    assert tail == b"\x07\x00\x00\x00\x03\x00\x00\x00427"
+
+
+BYTES_FRAMING = [  # (binary data for a [1, 1] BYTES input, Triton 2.51's text)
+    (b"427", "incomplete string length indicator for inference input 'INPUT0' for model "
+     "'onnx_zero_1_object_1_element', expecting 4 bytes but only 3 bytes available. Please make sure the string "
+     "length indicator is in one buffer."),
+    (b"\x09\x00\x00\x00427", "incomplete string data for inference input 'INPUT0', expecting string of length 9 but "
+     "only 3 bytes available"),
+    (b"\x01\x00\x00\x00a\x01\x00\x00\x00b", "unexpected number of string elements 2 for inference input 'INPUT0' for "
+     "model 'onnx_zero_1_object_1_element', expecting 1"),
+]
+
+
+@pytest.mark.parametrize("data,text", BYTES_FRAMING)
+def test_bytes_data_without_its_length_prefix_is_refused_over_http(served, data, text):
+    """A BYTES input sent as binary data must carry each element's 4-byte length: Triton 2.51
+    answers 400 with these texts."""
+    header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "BYTES",
+                                     "parameters": {"binary_data_size": len(data)}}]}).encode()
+    status, reply, _ = post(served, "/v2/models/onnx_zero_1_object_1_element/infer", header + data,
+                            {"Inference-Header-Content-Length": str(len(header))})
+    assert status == 400 and text in json.loads(reply)["error"], reply
+
+
+@pytest.mark.parametrize("data,text", BYTES_FRAMING)
+def test_bytes_data_without_its_length_prefix_is_refused_over_grpc(served, data, text):
+    """The same BYTES data as raw_input_contents: Triton 2.51 answers INVALID_ARGUMENT, same texts."""
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        request = service_pb2.ModelInferRequest(model_name="onnx_zero_1_object_1_element")
+        request.inputs.add(name="INPUT0", datatype="BYTES", shape=[1, 1])
+        request.raw_input_contents.append(data)
+        with pytest.raises(grpc.RpcError) as caught:
+            service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and text in caught.value.details()
+
+
+# ---- chunked request bodies and JSON shapes (HTTP only) ----------------------------------------
+def test_chunked_request_bodies_are_read(served):
+    """Triton 2.51 reads a chunked body (200), also when the client sends a Content-Length beside
+    ``Transfer-Encoding: chunked`` with a body it chunked itself (what ``requests`` sends in
+    L0_http's test_content_encoding_chunked_manually): Transfer-Encoding wins."""
+    data = np.arange(8, dtype=np.float32).tobytes()
+    chunked = f"{len(data):X}\r\n".encode() + data + b"\r\n0\r\n\r\n"
+    reply = post(served, "/v2/models/onnx_zero_1_float32/infer", chunked, {**RAW, "Transfer-Encoding": "chunked"})
+    assert binary_tail(*reply) == data
+    reply = post(served, "/v2/models/onnx_zero_1_float32/infer", iter([data[:10], data[10:]]), RAW)
+    assert binary_tail(*reply) == data
+    doc = [b'{"inputs":[{"name":"INPUT0","shape":[1,2],', b'"datatype":"FP32","data":[1,2]}]}']
+    status, reply, _ = post(served, "/v2/models/onnx_zero_1_float32/infer", iter(doc),
+                            {"Content-Type": "application/json"})
+    assert status == 200 and json.loads(reply)["outputs"][0]["data"] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("shape", [[2, -5], [-1], [1, 2.5], [1, "a"], [1, True]])
+def test_a_shape_that_is_not_unsigned_integers_gets_tritons_text_as_a_400(served, shape):
+    """HTTP JSON only. Triton 2.51 answers "Unable to parse 'shape': attempt to access JSON
+    non-unsigned-integer as unsigned-integer" with status 500 (L0_http's test_negative_dimensions
+    expects the 500). tritonctl gives the same text, then names the input, with 400: a client fault
+    is never a 5xx here (docs/compatibility.md lists the difference)."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": shape, "datatype": "FP32", "data": [1.0]}]}).encode()
+    status, reply, _ = post(served, "/v2/models/onnx_zero_1_float32/infer", body, {"Content-Type": "application/json"})
+    error = json.loads(reply)["error"]
+    assert status == 400, reply
+    assert error.startswith("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
+    assert "input 'INPUT0' of model 'onnx_zero_1_float32'" in error
+
+
+# ---- request parameters reach a Python model (qa/L0_parameters) ------------------------------
+@MODULES
+@pytest.mark.parametrize("parameters,values", [
+    ({"key1": "value1", "key2": "value2"}, ["value1", "value2"]),
+    ({"key1": 1, "key2": 2}, ["1", "2"]),
+    ({"key1": 123.123, "key2": 321.321}, ["123.123", "321.321"]),
+    ({"key1": True, "key2": "value2"}, ["True", "value2"]),
+    ({"big": 1 << 40, "negative": -3}, [str(1 << 40), "-3"]),
+])
+def test_request_parameters_reach_the_model_with_their_values(served, module, parameters, values):
+    """Triton 2.51 gives ``request.parameters()`` as compact JSON with each value's type
+    (``{"key1":1,"key2":2}``), and a BYTES output made from an object array of such values holds
+    each one's ``str()`` ("1", "123.123", "True"), over both protocols."""
+    answer = client_for(module, served).infer("parameter", ones(module, "INPUT0"), parameters=parameters)
+    keys = answer.as_numpy("key").astype(str).tolist()
+    assert dict(zip(keys, answer.as_numpy("value").astype(str).tolist())) == dict(zip(parameters, values))
+    text = answer.as_numpy("text")[0].decode()
+    assert json.loads(text) == parameters and ", " not in text and '": ' not in text
+
+
+# ---- BYTES outputs that are not UTF-8 -------------------------------------------------------
+def test_a_non_utf8_bytes_output_requested_as_json_is_refused_as_with_triton(served):
+    """Triton 2.51 writes a BYTES element into the JSON response as its bytes, so a response that
+    asks for it as JSON is not UTF-8 and tritonclient refuses it: "Failed to encode using UTF-8.
+    Please use binary_data=True, if you want to pass a byte array." Binary data and gRPC carry the
+    bytes intact."""
+    expected = [b"\xff\xfeok", b'quote " and \\ \x01']
+    client = httpclient.InferenceServerClient(served.http_url)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("not_utf8", ones(httpclient, "INPUT0"),
+                     outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=False)])
+    assert "Failed to encode using UTF-8. Please use binary_data=True, if you want to pass a byte array." \
+        in caught.value.message()
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [1.0]}]}).encode()
+    status, reply, _ = post(served, "/v2/models/not_utf8/infer", body, {"Content-Type": "application/json"})
+    assert status == 200 and b'"data":["\xff\xfeok","quote \\" and \\\\ \\u0001"]' in reply
+    assert json.loads(reply.decode("utf-8", errors="surrogateescape"))["outputs"][0]["data"][1] == expected[1].decode()
+    answer = client.infer("not_utf8", ones(httpclient, "INPUT0"))
+    assert answer.as_numpy("OUTPUT0").tolist() == expected
+    grpc_answer = grpcclient.InferenceServerClient(served.grpc_url).infer("not_utf8", ones(grpcclient, "INPUT0"))
+    assert grpc_answer.as_numpy("OUTPUT0").tolist() == expected
+
+
+# ---- metrics (qa/L0_metrics) ----------------------------------------------------------------
+@MODULES
+def test_metric_labels_come_in_tritons_order(served, module):
+    """Triton writes every metric's labels sorted by name, as prometheus-cpp does:
+    ``nv_inference_request_failure{model="failing",reason="BACKEND",version="1"}``."""
+    client = client_for(module, served)
+    with pytest.raises(InferenceServerException):
+        client.infer("failing", ones(module, "INPUT0"))
+    text = urllib.request.urlopen(served.metrics_url, timeout=10).read().decode()
+    assert re.search(r'^nv_inference_request_failure\{model="failing",reason="BACKEND",version="1"\} [1-9]',
+                     text, re.MULTILINE), text
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert samples
+    for line in samples:
+        names = re.findall(r'([a-z_]+)="', line[line.index("{"):line.index("}")])
+        assert names == sorted(names), line
+    families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert families.index("nv_inference_request_success") < families.index("nv_inference_request_failure")
