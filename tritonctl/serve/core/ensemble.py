@@ -1,7 +1,13 @@
 """Ensembles (serving_protocol.md B.9): each request runs as a dataflow over the composing
 models. A step is queued on its model's own scheduler (so ensemble traffic is batched with that
 model's other requests) as soon as every tensor its ``input_map`` names exists; when no step
-can run any more, the request is answered with the requested ensemble outputs."""
+can run any more, the request is answered with the requested ensemble outputs.
+
+As in Triton's ensemble scheduler, an optional ensemble input the request leaves out, and a step
+output its model did not produce, exist as placeholders: a step runs without them (its model's
+input must be optional), and a requested ensemble output that is one is left out of the
+response. A successful request counts as one execution of the ensemble with the request's batch
+size, whose compute times are the sums of its steps' (Triton's secondary stats aggregator)."""
 
 from __future__ import annotations
 
@@ -105,7 +111,12 @@ class Run:
         self.scheduler = scheduler
         self.ensemble = scheduler.ensemble
         self.request = request
-        self.tensors: dict[str, np.ndarray] = {n: t.data for n, t in request.inputs.items()}
+        # None: a placeholder (an optional input left out, an output a step did not produce)
+        self.tensors: dict[str, np.ndarray | None] = {n: t.data for n, t in request.inputs.items()}
+        for name, spec in self.ensemble.inputs.items():
+            if spec.optional and name not in self.tensors:
+                self.tensors[name] = None
+        self.compute = [0, 0, 0]  # the steps' compute input, infer and output times, summed
         self.waiting = list(range(len(self.ensemble.steps)))
         self.running = 0
         self.failed = False
@@ -139,13 +150,15 @@ class Run:
                 sub = InferRequest(
                     step.model, {name: InferTensor(name, model.inputs[name].datatype,
                                                    _fit(self.tensors[tensor], model.inputs[name].dims))
-                                 for name, tensor in step.input_map.items() if name in model.inputs},
+                                 for name, tensor in step.input_map.items()
+                                 if name in model.inputs and self.tensors[tensor] is not None},
                     model_version=step.version, id=self.request.id,
                     requested_outputs=[RequestedOutput(n) for n in step.output_map if n in model.outputs],
                     parameters=self.request.parameters, priority=self.request.priority,
                     timeout_us=self.request.timeout_us, sequence_id=self.request.sequence_id,
                     sequence_start=self.request.sequence_start, sequence_end=self.request.sequence_end,
-                    complete=lambda response, error, s=step: self._step_done(s, response, error))
+                    complete=lambda response, error, s=step: self._step_done(s, response, error),
+                    compute_sink=self._add_compute)
                 model.prepare(sub)
                 model.enqueue(sub)
             except ServeError as exc:
@@ -161,10 +174,16 @@ class Run:
                 self._fail(ServeError(error.status, f"in ensemble '{self.ensemble.name}', step '{step.model}' "
                                                     f"failed: {error.message}"))
                 return
-            for tensor in response.outputs:
-                self.tensors[step.output_map[tensor.name]] = tensor.data
+            produced = {tensor.name: tensor.data for tensor in response.outputs}
+            for output, tensor in step.output_map.items():
+                self.tensors[tensor] = produced.get(output)
             ready = self._take_ready()
         self._dispatch(ready)
+
+    def _add_compute(self, input_ns: int, infer_ns: int, output_ns: int) -> None:
+        with self.lock:
+            for index, ns in enumerate((input_ns, infer_ns, output_ns)):
+                self.compute[index] += ns
 
     def _answer(self) -> None:
         ensemble, request = self.ensemble, self.request
@@ -174,13 +193,15 @@ class Run:
             self._fail(invalid_arg(f"in ensemble '{ensemble.name}', unexpected deadlock, at least one output is "
                                    "not set while no more ensemble steps can be made"))
             return
-        produced = {name: _fit(self.tensors[name], ensemble.outputs[name].dims) for name in wanted}
+        produced = {name: _fit(self.tensors[name], ensemble.outputs[name].dims) for name in wanted
+                    if self.tensors[name] is not None}
         try:
-            response = ensemble._response(request, produced, strict=True)
+            response = ensemble._response(request, produced, strict=False)
         except ServeError as exc:
             self._fail(exc)
             return
         now = time.monotonic_ns()
+        ensemble.stats.record_execution(1, max(request.batch_size, 1), *self.compute)
         ensemble.stats.record_success(now - request.arrival_ns, 0)
         self.scheduler.finished()
         request.finish(response)

@@ -203,6 +203,7 @@ class ModelVersion:
         end = time.monotonic_ns()
         real = sum(1 for r in batch if not r.padding)  # fillers of idle sequence slots run, uncounted
         self.stats.record_execution(real, total, computed - start, executed - computed, end - executed)
+        _report_compute(batch, computed - start, executed - computed, end - executed)
         for request, response in zip(batch, responses):
             if request.padding:
                 continue
@@ -265,6 +266,7 @@ class ModelVersion:
             if results is None:  # decoupled: the model answers through its response senders
                 self.stats.record_execution(sum(1 for r in batch if not r.padding),
                                             sum(r.batch_size for r in batch), 0, executed - start, 0)
+                _report_compute(batch, 0, executed - start, 0)
                 return
             answers = [r if r is None or isinstance(r, ServeError) else self._response(q, r, strict=False)
                        for q, r in zip(batch, results)]
@@ -278,6 +280,7 @@ class ModelVersion:
         total = sum(r.batch_size for r in batch)
         real = sum(1 for r in batch if not r.padding)
         self.stats.record_execution(real, total, 0, executed - start, end - executed)
+        _report_compute(batch, 0, executed - start, end - executed)
         for request, answer in zip(batch, answers):
             if request.padding or answer is None:  # None: answered through its response sender
                 continue
@@ -310,6 +313,13 @@ class ModelVersion:
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
         for instance in self.instances:
             instance.close()
+
+
+def _report_compute(batch: list[InferRequest], input_ns: int, infer_ns: int, output_ns: int) -> None:
+    """Tell the requests that ask (ensemble steps) the compute time of the execution that ran them."""
+    for request in batch:
+        if request.compute_sink is not None:
+            request.compute_sink(input_ns, infer_ns, output_ns)
 
 
 def _check_text(array: np.ndarray, name: str, model: str, rid: str) -> None:

@@ -88,6 +88,9 @@ class InferRequest:
     queue_start_ns: int = 0
     state: Any = None  # the sequence's implicit state (sequence_state.SequenceState) its outputs update
     padding: bool = False  # fills an idle sequence slot of a batch: it runs, but answers no one
+    # Told (input_ns, infer_ns, output_ns) of the execution that ran the request: how an ensemble
+    # adds up its steps' compute times (Triton's secondary stats aggregator).
+    compute_sink: Callable[[int, int, int], None] | None = None
     _done: bool = False
 
     def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:
