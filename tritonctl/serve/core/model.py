@@ -189,6 +189,7 @@ class ModelVersion:
             wanted = self._wanted_outputs(batch)
             wanted += [n for n in self.state_outputs if n not in wanted]
             computed = time.monotonic_ns()
+            self._count_stale(batch, computed)
             produced = instance.execute(inputs, wanted)
             executed = time.monotonic_ns()
             if self.state_outputs:
@@ -211,6 +212,13 @@ class ModelVersion:
             if request.trace is not None:
                 request.trace.computed(request.queue_start_ns, start, computed, executed, end)
             request.finish(response)
+
+    def _count_stale(self, batch: list[InferRequest], now: int) -> None:
+        """Count the requests about to run although their client has gone or their queue timeout
+        (REJECT) has passed: ``tritonctl_inference_stale_exec_count``."""
+        stale = sum(1 for r in batch if r.cancelled or 0 < r.reject_after_ns <= now)
+        if stale:
+            self.stats.record_stale_executions(stale)
 
     def _wanted_outputs(self, batch: list[InferRequest]) -> list[str]:
         if any(r.requested_outputs is None for r in batch):
@@ -260,6 +268,7 @@ class ModelVersion:
     def _run_requests(self, instance: RequestBackend, batch: list[InferRequest]) -> None:
         """A backend that answers each request of the batch on its own (Python models)."""
         start = time.monotonic_ns()
+        self._count_stale(batch, start)
         try:
             results = instance.execute_requests(batch, self.responder.deliver)
             executed = time.monotonic_ns()

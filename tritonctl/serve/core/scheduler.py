@@ -177,6 +177,7 @@ class DynamicBatchScheduler:
         request.queue_start_ns = now
         timeout_us = level.policy.timeout_us(request.timeout_us)
         request.deadline_ns = now + timeout_us * 1000 if timeout_us else 0
+        request.reject_after_ns = 0 if level.policy.delay_on_timeout else request.deadline_ns
         request.batch_key = self._shape_key(request)
         with self._cond:
             if not self._accepting:
@@ -378,11 +379,33 @@ class DynamicBatchScheduler:
                 continue
             self.stats.add_pending(-len(batch))
             try:
-                self._run_batch(instance, batch)
+                batch = self._drop_stale(batch)
+                if batch:
+                    self._run_batch(instance, batch)
             finally:
                 with self._cond:
                     self._busy -= 1
                     self._cond.notify_all()
+
+    def _drop_stale(self, batch: list[InferRequest]) -> list[InferRequest]:
+        """The requests of ``batch`` still worth running; the others fail as in ``_expire``. Looked
+        at again outside the lock, right before the run: the worker may have waited for the GIL
+        since it formed the batch, and a request at the head of a full queue is near its deadline."""
+        now = time.monotonic_ns()
+        if not any(r.cancelled or 0 < r.reject_after_ns <= now for r in batch):
+            return batch
+        fresh = []
+        for request in batch:
+            if request.cancelled:
+                error, reason = ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED"
+            elif 0 < request.reject_after_ns <= now:
+                error, reason = unavailable("Request timeout expired"), "REJECTED"
+            else:
+                fresh.append(request)
+                continue
+            self.stats.record_failure(now - request.arrival_ns, reason)
+            request.finish(None, error)
+        return fresh
 
     def hold_in_order(self, request: InferRequest) -> None:
         """With preserve_ordering, make ``request`` (answered without queueing: a cache hit)

@@ -36,6 +36,9 @@ class ModelStats:
     batches: dict[int, tuple[Duration, Duration, Duration]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count (REJECTED, CANCELED, BACKEND, OTHER)
     pending: int = 0  # requests queued, not yet executing
+    # Requests handed to the model although their client had gone or their queue timeout (REJECT)
+    # had passed: the schedulers drop such requests, so this stays 0 unless one fails to.
+    stale_executions: int = 0
     cache_enabled: bool = False  # the model uses the server's response cache (its metrics exist)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -50,6 +53,10 @@ class ModelStats:
             per_size = self.batches.setdefault(batch_size, (Duration(), Duration(), Duration()))
             for duration, ns in zip(per_size, (input_ns, infer_ns, output_ns)):
                 duration.add(ns)
+
+    def record_stale_executions(self, count: int) -> None:
+        with self._lock:
+            self.stale_executions += count
 
     def record_success(self, request_ns: int, queue_ns: int) -> None:
         with self._lock:

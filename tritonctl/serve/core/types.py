@@ -84,6 +84,7 @@ class InferRequest:
     batch_size: int = 1
     batch_key: tuple = ()  # requests with equal keys may share a batch (scheduler.DynamicBatchScheduler)
     deadline_ns: int = 0  # 0 = no queue deadline
+    reject_after_ns: int = 0  # the queue deadline when its policy rejects (REJECT): running it later is stale
     delayed: bool = False  # timed out under a DELAY policy
     queue_start_ns: int = 0
     state: Any = None  # the sequence's implicit state (sequence_state.SequenceState) its outputs update

@@ -23,6 +23,9 @@ COUNTERS = [
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds "
      "(does not include cached requests)", lambda s: s.phases["compute_output"].ns // 1000),
 ]
+# tritonctl's own, beside Triton's: requests run although stale (see ModelStats.stale_executions).
+STALE_COUNTER = ("tritonctl_inference_stale_exec_count", "Number of requests handed to the model after their "
+                 "client had gone or their queue timeout (timeout_action REJECT) had passed", lambda s: s.stale_executions)
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 # Only for models that use the response cache, as in Triton.
 CACHE_COUNTERS = [
@@ -68,6 +71,9 @@ def exposition(manager: ModelManager) -> bytes:
     for name, help_text, value in CACHE_COUNTERS if cached else ():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
         lines += [f"{name}{labels(s)} {value(s)}" for s in cached]
+    name, help_text, value = STALE_COUNTER  # tritonctl's own, after Triton's
+    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+    lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
     return ("\n".join(lines) + "\n").encode()
 
 
