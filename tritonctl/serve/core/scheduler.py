@@ -179,6 +179,7 @@ class DynamicBatchScheduler:
         request.deadline_ns = now + timeout_us * 1000 if timeout_us else 0
         request.reject_after_ns = 0 if level.policy.delay_on_timeout else request.deadline_ns
         request.batch_key = self._shape_key(request)
+        request.on_cancel = self._drop_cancelled
         with self._cond:
             if not self._accepting:
                 raise unavailable(f"Server is stopping, scheduler for model '{self.model}' has stopped accepting "
@@ -193,6 +194,13 @@ class DynamicBatchScheduler:
             if request.deadline_ns:
                 self._reaper_wake.notify()
         self.stats.add_pending(1)
+
+    def _drop_cancelled(self, _request: InferRequest) -> None:
+        """A queued request's client has gone: answer it now rather than when an instance frees
+        up (until then it would hold a place in a bounded queue)."""
+        with self._cond:
+            failed = self._expire(time.monotonic_ns())
+        self._fail(failed)
 
     def _must_wake(self, request: InferRequest) -> bool:
         """Whether a waiting worker could form a different batch now that ``request`` is queued:

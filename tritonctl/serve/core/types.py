@@ -74,7 +74,8 @@ class InferRequest:
     timeout_us: int = 0  # requested queue timeout; 0 = the model's default
     complete: Completion | None = None
     stream: Stream | None = None
-    cancelled: bool = False  # set by a transport when the client has gone
+    cancelled: bool = False  # set (by ``cancel``) when the client has gone
+    on_cancel: Callable[["InferRequest"], None] | None = None  # the scheduler's, while it queues the request
     trace: Any = None  # trace.Trace when the request is traced
     sequence_id: int | str = 0  # correlation id of a sequence (uint64 or string); 0 or "" = none
     sequence_start: bool = False
@@ -103,6 +104,12 @@ class InferRequest:
             self.trace.capture("REQUEST_END")
         if self.complete is not None:
             self.complete(response, error)
+
+    def cancel(self) -> None:
+        """The client has gone: a request still queued is dropped now (answered CANCELLED)."""
+        self.cancelled = True
+        if self.on_cancel is not None:
+            self.on_cancel(self)
 
     def send(self, response: InferResponse | None, error: ServeError | None = None, final: bool = False) -> None:
         """Deliver one response (or error) of a decoupled model and/or its final flag; nothing

@@ -75,7 +75,7 @@ class InferCall:
         self.answer = answer
 
     def cancel(self) -> None:
-        self.request.cancelled = True
+        self.request.cancel()
 
 
 class GrpcHandlers:

@@ -85,7 +85,7 @@ class InferCall:
         self.refuse = refuse  # answers the request with the error it was refused with
 
     def cancel(self) -> None:
-        self.request.cancelled = True
+        self.request.cancel()
 
 
 def path_segments(path: str) -> list[str]:
