@@ -1,6 +1,6 @@
-"""The dynamic batcher while every instance is busy: queued requests leave at their queue
-deadline (REJECT) or when their client goes, not when an instance frees up, and what they leave
-behind is nothing (no thread, no place in the queue)."""
+"""The dynamic batcher while every instance is busy: a queued request whose client goes leaves
+the queue at once (answered CANCELLED), not when an instance frees up, and its place in a
+bounded queue is free again."""
 
 from __future__ import annotations
 
@@ -60,20 +60,6 @@ def busy(scheduler_factory, policy: QueuePolicy):
     return scheduler, instance, blocker_answer
 
 
-def test_a_queued_request_is_rejected_at_its_deadline_while_the_instance_is_busy(scheduler_factory):
-    policy = QueuePolicy(default_timeout_us=10_000_000, allow_timeout_override=True)
-    scheduler, instance, blocker = busy(scheduler_factory, policy)
-    late, answer = request("late", timeout_us=20_000)
-    scheduler.enqueue(late)
-    assert answer.event.wait(10)  # answered while the blocker still holds the instance
-    assert not instance.gate.is_set() and not blocker.event.is_set()
-    assert answer.error.status is Status.UNAVAILABLE and answer.error.message == "Request timeout expired"
-    assert scheduler.stats.failures == {"REJECTED": 1} and scheduler.stats.pending == 0
-    instance.gate.set()
-    assert blocker.event.wait(10) and blocker.error is None
-    assert instance.ran == ["blocker"]
-
-
 def test_a_queued_request_whose_client_went_is_answered_at_once_and_frees_its_place(scheduler_factory):
     scheduler, instance, _ = busy(scheduler_factory, QueuePolicy(max_queue_size=1))
     gone, gone_answer = request("gone")
@@ -99,23 +85,3 @@ def test_cancelling_a_request_that_already_runs_changes_nothing(scheduler_factor
     assert not answer.event.is_set()
     instance.gate.set()
     assert answer.event.wait(10) and answer.error is None
-
-
-def test_stop_ends_the_deadline_thread_too(scheduler_factory):
-    instance = BlockingInstance()
-    instance.gate.set()
-    scheduler = scheduler_factory(one_at_a_time(QueuePolicy(default_timeout_us=50_000)), instance)
-    threads = {t.name for t in threading.enumerate()}
-    assert "m-queue-timeouts" in threads
-    served, answer = request("served")
-    scheduler.enqueue(served)
-    assert answer.event.wait(10) and answer.error is None
-    assert scheduler.stop(10)
-    assert "m-queue-timeouts" not in {t.name for t in threading.enumerate()}
-
-
-def test_no_deadline_thread_without_a_reject_timeout(scheduler_factory):
-    before = threading.active_count()
-    scheduler_factory(one_at_a_time(QueuePolicy(max_queue_size=4)), BlockingInstance())
-    scheduler_factory(one_at_a_time(QueuePolicy(delay_on_timeout=True, default_timeout_us=1000)), BlockingInstance())
-    assert threading.active_count() == before + 2  # one worker each
