@@ -25,7 +25,8 @@ COUNTERS = [
 ]
 # tritonctl's own, beside Triton's: requests run although stale (see ModelStats.stale_executions).
 STALE_COUNTER = ("tritonctl_inference_stale_exec_count", "Number of requests handed to the model after their "
-                 "client had gone or their queue timeout (timeout_action REJECT) had passed", lambda s: s.stale_executions)
+                 "client had gone or their queue timeout (timeout_action REJECT) had passed",
+                 lambda s: s.stale_executions)
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 # Only for models that use the response cache, as in Triton.
 CACHE_COUNTERS = [
