@@ -47,6 +47,24 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def tritonserver_wrapper(directory: Path) -> Path:
+    """A ``tritonserver`` for --tritonserver: the anchor's binary with the environment and backend
+    directory its run_triton.sh gives it (its Python stub needs numpy 1.x first on PATH). It execs
+    the binary, so signals reach the server itself."""
+    script = directory / "tritonserver"
+    script.write_text(f"""#!/usr/bin/env bash
+set -euo pipefail
+source "{triton_home()}/triton_env.sh"
+export PATH="$TRITON_VENV/bin:$PATH"
+export LD_LIBRARY_PATH="${{TRITON_PYLIBDIR:+$TRITON_PYLIBDIR:}}$TRITON_LIBS${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+unset PYTHONHOME PYTHONPATH
+exec "$TRITON_BIN" --backend-directory="$TRITON_BACKENDS" --pinned-memory-pool-byte-size=0 \\
+  --backend-config=python,shm-region-prefix-name=tritonctl_$$_ "$@"
+""")
+    script.chmod(0o755)
+    return script
+
+
 @dataclass(frozen=True)
 class LoadResult:
     """What ``POST /v2/repository/models/NAME/load`` answered, and what the server logged."""

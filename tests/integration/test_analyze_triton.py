@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.triton_anchor import triton_home, unavailable_reason
+from helpers.triton_anchor import tritonserver_wrapper, unavailable_reason
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.search import SearchSpace
 
@@ -18,30 +18,13 @@ REASON = unavailable_reason()
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 
-def tritonserver_command(directory: Path) -> Path:
-    """A ``tritonserver`` for --tritonserver: the anchor's binary with the environment and backend
-    directory its run_triton.sh gives it (its Python stub needs numpy 1.x first on PATH)."""
-    script = directory / "tritonserver"
-    script.write_text(f"""#!/usr/bin/env bash
-set -euo pipefail
-source "{triton_home()}/triton_env.sh"
-export PATH="$TRITON_VENV/bin:$PATH"
-export LD_LIBRARY_PATH="${{TRITON_PYLIBDIR:+$TRITON_PYLIBDIR:}}$TRITON_LIBS${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
-unset PYTHONHOME PYTHONPATH
-exec "$TRITON_BIN" --backend-directory="$TRITON_BACKENDS" --pinned-memory-pool-byte-size=0 \\
-  --backend-config=python,shm-region-prefix-name=tritonctl_analyze_$$_ "$@"
-""")
-    script.chmod(0o755)
-    return script
-
-
 def test_engine_triton_tunes_a_python_model(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(EXAMPLES, repo)  # add_sub: Python backend, max_batch_size 8, queue delay 500 us
     out = tmp_path / "out"
     options = AnalyzeOptions(
         repository=repo, model="add_sub", output_dir=out, strategy="exhaustive", engine="triton",
-        tritonserver=str(tritonserver_command(tmp_path)),
+        tritonserver=str(tritonserver_wrapper(tmp_path)),
         space=SearchSpace(batch_sizes=(4, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2)),
         measurement_interval_ms=200, stability_percentage=50, max_trials=4)
     result = run_analyze(options)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -256,11 +255,12 @@ class TritonEngine(ProcessEngine):
         self.extra_args = extra_args
 
     def start(self) -> None:
+        from tritonctl.serve.tritonserver import TritonserverOptions, tritonserver_command
+
         http, grpc, metrics = free_ports(3)
-        command = [self.binary, f"--model-repository={self.repository}", "--model-control-mode=explicit",
-                   f"--http-port={http}", f"--grpc-port={grpc}", f"--metrics-port={metrics}",
-                   "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
-                   *self.extra_args]
+        command = tritonserver_command(self.binary, TritonserverOptions(
+            self.repository, http_port=http, grpc_port=grpc, metrics_port=metrics, control_mode="explicit",
+            exit_timeout_secs=5, extra_args=list(self.extra_args)))
 
         def url(_offset: int) -> str | None:
             if not _http_ok(f"http://127.0.0.1:{http}/v2/health/live"):
@@ -320,17 +320,12 @@ def make_engine(kind: str, repository: Path, protocol: str, log_path: Path, url:
 
 
 def find_tritonserver(binary: str | None) -> str:
-    if binary:
-        path = Path(binary).expanduser()
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise AnalyzeError(f"--tritonserver {binary}: not an executable file")
-        return str(path.resolve())
-    found = shutil.which("tritonserver")
-    if not found:
-        raise AnalyzeError("--engine triton needs a tritonserver binary, and none is on PATH: install Triton "
-                           "(or run inside its container), give --tritonserver PATH, or leave out --engine to "
-                           "use the bundled server")
-    return found
+    from tritonctl.serve.tritonserver import TritonserverError, find_tritonserver as find
+
+    try:
+        return find(binary)
+    except TritonserverError as exc:
+        raise AnalyzeError(str(exc)) from None
 
 
 def free_ports(count: int) -> list[int]:

@@ -35,6 +35,11 @@ class LogFormat(str, enum.Enum):
     ISO8601 = "ISO8601"
 
 
+class Engine(str, enum.Enum):
+    bundled = "bundled"
+    triton = "triton"
+
+
 HELP = """Serve a Triton model repository: KServe v2 HTTP and gRPC with Triton's extensions,
 dynamic batching and instance groups, for tritonclient, curl and Prometheus.
 
@@ -47,6 +52,8 @@ Without REPOSITORY, a small example repository (model 'simple') is created and s
   tritonctl serve ./models --model-control-mode explicit --load-model resnet
 
   curl localhost:8000/v2/models/simple
+
+  tritonctl serve ./models --engine triton      # a real tritonserver, after validating the repository
 """
 
 
@@ -84,6 +91,18 @@ def serve(
                                                       "where libevent is found); uvicorn; auto: native when built."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
+    engine: Engine = typer.Option(Engine.bundled, "--engine",
+                                  help="bundled: this server; triton: validate the repository, then run a real "
+                                       "tritonserver with the same options, forwarding signals and exiting with its "
+                                       "status."),
+    tritonserver: str = typer.Option(None, "--tritonserver", metavar="PATH",
+                                     help="With --engine triton: the tritonserver binary (default: the one on PATH)."),
+    triton_arg: list[str] = typer.Option([], "--triton-arg", metavar="ARG",
+                                         help="With --engine triton: one more tritonserver argument, passed as "
+                                              "given (repeatable), e.g. --triton-arg=--backend-directory=DIR."),
+    skip_validation: bool = typer.Option(False, "--skip-validation",
+                                         help="With --engine triton: start tritonserver even when validate finds "
+                                              "errors."),
 ) -> None:
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
@@ -98,6 +117,8 @@ def serve(
         raise CliError(f"{repository} is not a directory", 2)
     if model_control_mode is not ControlMode.explicit and load_model:
         raise CliError("--load-model needs --model-control-mode explicit", 2)
+    if engine is not Engine.triton and (tritonserver or triton_arg or skip_validation):
+        raise CliError("--tritonserver, --triton-arg and --skip-validation go with --engine triton", 2)
     try:
         parse_cache_config(cache_config)
     except CacheConfigError as exc:
@@ -106,6 +127,19 @@ def serve(
         parse_trace_config(trace_config)
     except TraceConfigError as exc:
         raise CliError(str(exc), 2) from None
+    if engine is Engine.triton:
+        from tritonctl.cli.serve_triton import serve_with_tritonserver
+        from tritonctl.serve.tritonserver import TritonserverOptions
+
+        triton_options = TritonserverOptions(
+            repository=repository.resolve(), host=host, http_port=None if http_port < 0 else http_port,
+            grpc_port=None if grpc_port < 0 else grpc_port, metrics_port=None if metrics_port < 0 else metrics_port,
+            control_mode=model_control_mode.value, load_models=list(load_model),
+            repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
+            exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
+            http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
+            log_verbose=log_verbose, log_format=log_format.value, extra_args=list(triton_arg))
+        raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
         http_port=None if http_port < 0 else http_port, grpc_port=None if grpc_port < 0 else grpc_port,
