@@ -76,6 +76,20 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]) for _ in requests]
 '''
 
+NON_FINITE = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            given = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            data = np.concatenate([given, np.array([np.nan, np.inf, -np.inf, 1.5], np.float32)])
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
+        return responses
+'''
+
 FAILING = '''
 import triton_python_backend_utils as pb_utils
 
@@ -121,6 +135,7 @@ def compat_repository(repo: Path) -> Path:
            [_tensor("key", "TYPE_STRING", "[ -1 ]"), _tensor("value", "TYPE_STRING", "[ -1 ]"),
             _tensor("text", "TYPE_STRING", "[ 1 ]")], PARAMETERS)
     _model(repo, "not_utf8", 0, [_tensor("INPUT0", *one)], [_tensor("OUTPUT0", "TYPE_STRING", "[ 2 ]")], NOT_UTF8)
+    _model(repo, "non_finite", 0, [_tensor("INPUT0", *one)], [_tensor("OUTPUT0", "TYPE_FP32", "[ 5 ]")], NON_FINITE)
     _model(repo, "failing", 0, [_tensor("INPUT0", *one)], [_tensor("OUTPUT0", *one)], FAILING)
     return repo
 
@@ -334,6 +349,24 @@ def test_a_non_utf8_bytes_output_requested_as_json_is_refused_as_with_triton(ser
     assert answer.as_numpy("OUTPUT0").tolist() == expected
     grpc_answer = grpcclient.InferenceServerClient(served.grpc_url).infer("not_utf8", ones(grpcclient, "INPUT0"))
     assert grpc_answer.as_numpy("OUTPUT0").tolist() == expected
+
+
+# ---- NaN and infinities in JSON (qa/L0_nan_inf) -----------------------------------------------
+def test_non_finite_floats_travel_in_json_as_tritons_tokens(served):
+    """HTTP JSON only (binary data and gRPC carry IEEE values). Triton 2.51 writes NaN, Infinity and
+    -Infinity into a JSON response (not null) and reads them in a request, as rapidjson does; Python's
+    json, and so tritonclient, reads them back as floats."""
+    body = b'{"inputs":[{"name":"INPUT0","shape":[1],"datatype":"FP32","data":[NaN]}]}'
+    status, reply, _ = post(served, "/v2/models/non_finite/infer", body, {"Content-Type": "application/json"})
+    assert status == 200 and b'"data":[NaN,NaN,Infinity,-Infinity,1.5]' in reply, reply
+    status, reply, _ = post(served, "/v2/models/non_finite/infer", body.replace(b"NaN", b'"NaN"'),
+                            {"Content-Type": "application/json"})
+    assert status == 400, reply
+    client = httpclient.InferenceServerClient(served.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([-np.inf], np.float32), binary_data=False)
+    answer = client.infer("non_finite", [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=False)])
+    np.testing.assert_array_equal(answer.as_numpy("OUTPUT0"), np.array([-np.inf, np.nan, np.inf, -np.inf, 1.5]))
 
 
 # ---- metrics (qa/L0_metrics) ----------------------------------------------------------------

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -73,10 +75,24 @@ def parse_json(buffer) -> dict:
     try:
         value = orjson.loads(buffer)
     except orjson.JSONDecodeError as exc:
-        raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        value = _with_non_finite(buffer)
+        if value is None:
+            raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
     if not isinstance(value, dict):
         raise invalid_arg("failed to parse the request JSON buffer: the request must be a JSON object")
     return value
+
+
+def _with_non_finite(buffer):
+    """The JSON value of ``buffer`` read with the NaN, Infinity and -Infinity tokens that Triton's
+    reader (rapidjson) takes and orjson refuses; None when it is not JSON that way either."""
+    data = bytes(buffer)
+    if b"NaN" not in data and b"Infinity" not in data:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
 
 
 def decode_request(body: bytes, header_length: int | None, model: str, version: str,
@@ -231,54 +247,60 @@ def _sequence_id(value) -> int | str:
     raise invalid_arg("Unable to parse 'sequence_id'")
 
 
-def _json_data(tensor: InferTensor) -> list:
+class _RawTokens:
+    """JSON text that orjson cannot write but Triton does, put in place after the dump: the bytes
+    of a BYTES element that is not UTF-8 (Triton copies them into the string as they are) and
+    the NaN, Infinity and -Infinity of a float output (rapidjson writes those tokens). Each is
+    dumped as a stand-in string, then replaced in one pass."""
+
+    def __init__(self):
+        self.tokens: list[bytes] = []
+        self.prefix = ""
+
+    def stand_in(self, token: bytes) -> str:
+        if not self.prefix:
+            self.prefix = f"raw-json-{uuid.uuid4().hex}-"  # in no element
+        self.tokens.append(token)
+        return f"{self.prefix}{len(self.tokens) - 1}"
+
+    def put_in_place(self, text: bytes) -> bytes:
+        if not self.tokens:
+            return text
+        pattern = re.compile(b'"' + re.escape(self.prefix.encode()) + rb'(\d+)"')
+        return pattern.sub(lambda match: self.tokens[int(match.group(1))], text)
+
+
+_NON_FINITE = {"nan": b"NaN", "inf": b"Infinity", "-inf": b"-Infinity"}
+
+
+def _json_data(tensor: InferTensor, raw: _RawTokens) -> list:
     if tensor.datatype in ("FP16", "BF16"):
         raise invalid_arg(f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data "
                           f"format for output {tensor.name}")
     flat = tensor.data.reshape(-1)
     if tensor.datatype == "BYTES":
-        # An element that is not UTF-8 keeps its bytes (decoded with surrogateescape, written back
-        # as they were by _dump_with_raw_bytes), as Triton writes them into the JSON untouched.
-        return [item.decode("utf-8", errors="surrogateescape") if isinstance(item, bytes) else str(item)
-                for item in flat]
-    return flat.tolist()
-
-
-def _dump_response(doc: dict) -> bytes:
-    try:
-        return orjson.dumps(doc)
-    except TypeError:  # a BYTES element that is not UTF-8 (orjson refuses its surrogates)
-        return _dump_with_raw_bytes(doc)
-
-
-def _dump_with_raw_bytes(doc: dict) -> bytes:
-    """The response JSON with the bytes of non-UTF-8 BYTES elements written as they are, as Triton
-    does: the body is then not valid UTF-8, and tritonclient refuses it with "Failed to encode
-    using UTF-8. Please use binary_data=True, if you want to pass a byte array." (what Triton's
-    users see), while ``binary_data`` outputs carry such bytes intact."""
-    raw: list[bytes] = []
-    mark = f"raw-bytes-{uuid.uuid4().hex}-"  # in no element: a stand-in for each non-UTF-8 one
-
-    def stand_in(item):
-        try:
-            item.encode("utf-8")
-            return item
-        except UnicodeEncodeError:
-            raw.append(item.encode("utf-8", errors="surrogateescape"))
-            return f"{mark}{len(raw) - 1}"
-
-    for output in doc["outputs"]:
-        if output.get("datatype") == "BYTES" and "data" in output:
-            output["data"] = [stand_in(item) for item in output["data"]]
-    text = orjson.dumps(doc)
-    for index, value in enumerate(raw):
-        text = text.replace(f'"{mark}{index}"'.encode(), b'"' + _json_escape(value) + b'"', 1)
-    return text
+        values = []
+        for item in flat:
+            if not isinstance(item, bytes):
+                values.append(str(item))
+                continue
+            try:
+                values.append(item.decode("utf-8"))
+            except UnicodeDecodeError:
+                values.append(raw.stand_in(b'"' + _json_escape(item) + b'"'))
+        return values
+    values = flat.tolist()
+    if flat.dtype.kind == "f" and not np.isfinite(flat).all():
+        for index in np.flatnonzero(~np.isfinite(flat)):
+            values[index] = raw.stand_in(_NON_FINITE[str(values[index])])
+    return values
 
 
 def _json_escape(value: bytes) -> bytes:
     """JSON string escaping for bytes that are not UTF-8: quote, backslash and control bytes
-    escaped, every other byte copied."""
+    escaped, every other byte copied. The response is then not UTF-8, as Triton's is, and
+    tritonclient refuses it: "Failed to encode using UTF-8. Please use binary_data=True, if you
+    want to pass a byte array." As binary data, such bytes arrive intact."""
     out = bytearray()
     for byte in value:
         if byte in (0x22, 0x5C):
@@ -295,6 +317,7 @@ def encode_response(response: InferResponse, request: InferRequest, options: Htt
     """(body parts, JSON header length or None when the body is pure JSON)."""
     wanted = {o.name: o.parameters for o in request.requested_outputs} if request.requested_outputs else {}
     in_shm = {o.name: o.shm for o in request.requested_outputs or () if o.shm is not None}
+    tokens = _RawTokens()
     outputs = []
     binaries = []
     for tensor in response.outputs:
@@ -308,7 +331,7 @@ def encode_response(response: InferResponse, request: InferRequest, options: Htt
             item["parameters"] = {"binary_data_size": len(raw)}
             binaries.append(raw)
         else:
-            item["data"] = _json_data(tensor)
+            item["data"] = _json_data(tensor, tokens)
         outputs.append(item)
     doc = {}
     if response.id:
@@ -318,7 +341,7 @@ def encode_response(response: InferResponse, request: InferRequest, options: Htt
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
-    header = _dump_response(doc)
+    header = tokens.put_in_place(orjson.dumps(doc))
     if not binaries:
         return [header], None
     return [header, *binaries], len(header)
