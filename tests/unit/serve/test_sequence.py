@@ -126,8 +126,9 @@ def test_options_follow_tritons_defaults():
     oldest = SequenceOptions.from_config(config("oldest { max_candidate_sequences: 7 preferred_batch_size: [ 4, 2 ] }"))
     assert (oldest.strategy, oldest.slots_per_instance, oldest.preferred_sizes) == ("oldest", 7, (2, 4))
     assert SequenceOptions.from_config(config(max_batch_size=0)).slots_per_instance == 1
-    with pytest.raises(BackendLoadError, match="iterative_sequence"):
-        SequenceOptions.from_config(config("iterative_sequence: true"))
+    assert SequenceOptions.from_config(config("iterative_sequence: true")).iterative
+    with pytest.raises(BackendLoadError, match="iterative sequences with the direct strategy"):
+        SequenceOptions.from_config(config("iterative_sequence: true oldest { }"))
 
 
 def test_onnxruntime_checks_controls_and_states_against_the_model(tmp_path: Path):

@@ -31,6 +31,8 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 # InferenceResponseSender.send() flag: the request's last response.
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 # PreferredMemory types (BLS outputs always arrive in CPU memory here).
 TRITONSERVER_MEMORY_CPU = 0
 TRITONSERVER_MEMORY_GPU = 2
@@ -184,6 +186,18 @@ class InferenceRequest:
     def is_cancelled(self) -> bool:
         """Whether the client gave up on this request (disconnected, cancelled, deadline passed)."""
         return self._source is not None and self._source.cancelled
+
+    def set_release_flags(self, flags: int) -> None:
+        """``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: when execute() returns, the request runs
+        again instead of ending (the next step of an iterative sequence: ``sequence_batching {
+        iterative_sequence: true }``); ``TRITONSERVER_REQUEST_RELEASE_ALL`` (the default) ends it."""
+        if self._source is None:
+            raise TritonModelException("set_release_flags() is only available on the requests execute() receives, "
+                                       "not on a BLS request a model builds")
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
+            raise TritonModelException(f"unsupported request release flags {flags}: use "
+                                       "TRITONSERVER_REQUEST_RELEASE_ALL or TRITONSERVER_REQUEST_RELEASE_RESCHEDULE")
+        self._source.reschedule = flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 
     def get_response_sender(self):
         """The request's ``InferenceResponseSender`` (the same object on every call): a decoupled

@@ -186,8 +186,8 @@ class PythonBackend(RequestBackend):
                     f"Python model '{self.instance.name}' is using the decoupled mode and the execute function "
                     "must return None."))
             return None
-        if result is None:  # every request is answered through its response sender
-            return [None if index in senders.made else internal(
+        if result is None:  # every request is answered through its response sender (or runs again)
+            return [None if index in senders.made or requests[index].reschedule else internal(
                 f"python model '{self.config.name}' returned None from execute() without sending a response for "
                 "this request; return a list with one InferenceResponse per request, or send one through "
                 "request.get_response_sender()") for index in range(len(requests))]
@@ -199,7 +199,13 @@ class PythonBackend(RequestBackend):
         answers = []
         for index, response in enumerate(result):
             sender = senders.made.get(index)
-            if sender is not None and (response is None or not sender.claim_for_return()):
+            if requests[index].reschedule and response is not None:
+                requests[index].reschedule = False
+                answers.append(internal("Expected a None object in the execute function return list for reschduled "
+                                        "request"))  # Triton's text, as written
+            elif requests[index].reschedule:
+                answers.append(None)  # it runs again
+            elif sender is not None and (response is None or not sender.claim_for_return()):
                 answers.append(None)  # answered through its response sender (already, or later)
             else:
                 answers.append(self._result(response))

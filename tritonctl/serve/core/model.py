@@ -276,6 +276,7 @@ class ModelVersion:
                 self.stats.record_execution(sum(1 for r in batch if not r.padding),
                                             sum(r.batch_size for r in batch), 0, executed - start, 0)
                 _report_compute(batch, 0, executed - start, 0)
+                self._release(batch)
                 return
             answers = [r if r is None or isinstance(r, ServeError) else self._response(q, r, strict=False)
                        for q, r in zip(batch, results)]
@@ -290,6 +291,7 @@ class ModelVersion:
         real = sum(1 for r in batch if not r.padding)
         self.stats.record_execution(real, total, 0, executed - start, end - executed)
         _report_compute(batch, 0, executed - start, end - executed)
+        self._release(batch)
         for request, answer in zip(batch, answers):
             if request.padding or answer is None:  # None: answered through its response sender
                 continue
@@ -301,6 +303,32 @@ class ModelVersion:
                 if request.trace is not None:
                     request.trace.computed(request.queue_start_ns, start, start, executed, end)
                 request.finish(answer)
+
+    def _release(self, batch: list[InferRequest]) -> None:
+        """After execute(): a request the backend released with RESCHEDULE runs again where its
+        scheduler runs iterative sequences, and fails where it does not (Triton's text); the
+        others end their iterative sequence, if they belong to one."""
+        scheduler = self.scheduler
+        iterative = getattr(scheduler, "iterative", False)
+        for request in batch:
+            if request.padding:
+                continue
+            rescheduled = request.reschedule and not request.done  # a request already answered ends
+            request.reschedule = False
+            if iterative:
+                error = scheduler.released(request, rescheduled)
+            elif rescheduled:
+                error = internal("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the "
+                                 f"model '{self.name}' is not configured to handle such a flag: set "
+                                 "sequence_batching { iterative_sequence: true }")
+            else:
+                continue
+            if error is not None:
+                self.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "BACKEND")
+                if request.stream is not None and self.decoupled:
+                    request.send(None, error, True)
+                else:
+                    request.finish(None, error)
 
     def _fail_all(self, batch: list[InferRequest], error: ServeError, reason: str) -> None:
         now = time.monotonic_ns()

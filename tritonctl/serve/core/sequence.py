@@ -39,6 +39,9 @@ log = logging.getLogger("tritonctl.serve")
 DEFAULT_IDLE_US = 1_000_000  # Triton's default max_sequence_idle_microseconds
 BACKLOG_IDLE_RECHECK_NS = 50_000_000  # an idle sequence still in the backlog is looked at again after 50 ms
 FORCE_END = object()  # queued in a slot by the reaper: the slot's sequence idled out
+# The correlation ids given to iterative sequences whose requests carry none (the top quarter of
+# the uint64 range, which clients rarely use).
+ITERATIVE_IDS = 3 << 62
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class SequenceOptions:
     slots_per_instance: int
     idle_ns: int
     max_queue_delay_ns: int
+    iterative: bool = False  # iterative_sequence: each request is a sequence its model reschedules
     minimum_slot_utilization: float = 0.0  # direct
     preferred_sizes: tuple[int, ...] = ()  # oldest
     preserve_ordering: bool = False  # oldest
@@ -55,10 +59,10 @@ class SequenceOptions:
     @classmethod
     def from_config(cls, config) -> "SequenceOptions":
         seq = config.sequence_batching
-        if seq.iterative_sequence:
-            raise BackendLoadError(f"model '{config.name}' sets sequence_batching.iterative_sequence, which needs "
-                                   "a decoupled model that reschedules its requests; tritonctl serve does not run "
-                                   "iterative sequences")
+        if seq.iterative_sequence and seq.HasField("oldest"):
+            raise BackendLoadError(f"model '{config.name}' sets sequence_batching.iterative_sequence with the "
+                                   "oldest strategy; tritonctl serve runs iterative sequences with the direct "
+                                   "strategy (leave 'oldest' out, or set 'direct { }')")
         idle_ns = (seq.max_sequence_idle_microseconds or DEFAULT_IDLE_US) * 1000
         slots = max(1, config.max_batch_size)
         if seq.HasField("oldest"):
@@ -68,7 +72,7 @@ class SequenceOptions:
                        preferred_sizes=tuple(sorted(set(oldest.preferred_batch_size))),
                        preserve_ordering=oldest.preserve_ordering)
         return cls("direct", config.max_batch_size, slots, idle_ns, seq.direct.max_queue_delay_microseconds * 1000,
-                   minimum_slot_utilization=seq.direct.minimum_slot_utilization)
+                   iterative=seq.iterative_sequence, minimum_slot_utilization=seq.direct.minimum_slot_utilization)
 
 
 class Backlog:
@@ -103,6 +107,8 @@ class SequenceScheduler:
 
         self.model = model
         self.options = SequenceOptions.from_config(config)
+        self.iterative = self.options.iterative
+        self._next_iterative_id = ITERATIVE_IDS  # ids of iterative sequences the clients left without one
         self.controls = SequenceControls(config)
         self.state_specs = read_states(config, model_dir)
         self.stats = stats
@@ -129,6 +135,12 @@ class SequenceScheduler:
         if request.batch_size > 1:
             raise invalid_arg(f"inference request to model '{model}' must specify batch-size 1 due to "
                               "requirements of sequence batcher")
+        if self.iterative:  # each request starts a sequence of its own, which ends when it is released
+            request.sequence_start, request.sequence_end = True, False
+            if request.sequence_id == 0 or request.sequence_id == "":
+                with self.lock:
+                    request.sequence_id = self._next_iterative_id
+                    self._next_iterative_id += 1
         cid = request.sequence_id
         if cid == 0 or cid == "":
             raise invalid_arg(f"inference request to model '{model}' must specify a non-zero or non-empty "
@@ -172,6 +184,31 @@ class SequenceScheduler:
             failed = self.batchers[slot[1]].enqueue_locked(slot[0], request)
         if failed:
             self.fail(failed)
+
+    def released(self, request: InferRequest, rescheduled: bool) -> ServeError | None:
+        """Iterative sequences: the backend has released ``request`` after an execution. Released
+        with RESCHEDULE it runs again, first in its slot (an error, Triton's, when its sequence
+        lost the slot meanwhile); otherwise its sequence ends and the slot is freed."""
+        cid = request.sequence_id
+        failed: Failures = []
+        with self.lock:
+            slot = self._slot_of.get(cid)
+            if rescheduled:
+                if slot is None:
+                    return invalid_arg(f"inference request for sequence {cid} to model '{self.model}' must specify "
+                                       "the START flag on the first request of the sequence")
+                request.sequence_start = False
+                request.queue_start_ns = self._last_seen[cid] = time.monotonic_ns()
+                self.stats.add_pending(1)
+                self.batchers[slot[1]].requeue_locked(slot[0], request)
+                return None
+            if slot is not None:
+                del self._slot_of[cid]
+                self._last_seen.pop(cid, None)
+                failed = self.batchers[slot[1]].end_locked(slot[0])
+        if failed:
+            self.fail(failed)
+        return None
 
     # ---- slots (called by the batchers, under the lock) ------------------------------------------
     def release_slot_locked(self, batcher: int, slot: int, queue: deque) -> tuple[bool, Failures]:

@@ -76,6 +76,18 @@ class DirectBatcher(_Slots):
         self.cond.notify()
         return []
 
+    def requeue_locked(self, slot: int, request: InferRequest) -> None:
+        """An iterative sequence's request that runs again: first in its slot."""
+        self.queues[slot].appendleft(request)
+        self.cond.notify()
+
+    def end_locked(self, slot: int) -> Failures:
+        """An iterative sequence ended: free its slot (a backlogged sequence may move in)."""
+        moved, failed = self._release_locked(slot)
+        if moved:
+            self.cond.notify()
+        return failed
+
     def idle_locked(self) -> bool:
         return not self.busy and not any(self.queues)
 

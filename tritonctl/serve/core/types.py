@@ -93,6 +93,9 @@ class InferRequest:
     # Told (input_ns, infer_ns, output_ns) of the execution that ran the request: how an ensemble
     # adds up its steps' compute times (Triton's secondary stats aggregator).
     compute_sink: Callable[[int, int, int], None] | None = None
+    # The backend released the request with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: it runs again
+    # (an iterative sequence's next step) instead of ending.
+    reschedule: bool = False
     _done: bool = False
 
     def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:
