@@ -123,9 +123,11 @@ def served(tmp_path_factory, transports):
     for name, decoupled, use_async in (("response_sender", "false", False), ("response_sender_async", "false", True),
                                        ("response_sender_decoupled", "true", False),
                                        ("response_sender_decoupled_async", "true", True)):
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "1" / "model.py").write_text(MODEL.format(use_async=use_async))
-        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, decoupled=decoupled))
+        for suffix, batching in (("", ""), ("_batching", "dynamic_batching { max_queue_delay_microseconds: 100000 }")):
+            (repo / (name + suffix) / "1").mkdir(parents=True)
+            (repo / (name + suffix) / "1" / "model.py").write_text(MODEL.format(use_async=use_async))
+            (repo / (name + suffix) / "config.pbtxt").write_text(
+                CONFIG.format(name=name + suffix, decoupled=decoupled) + batching)
     with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
@@ -210,3 +212,40 @@ def test_an_ordinary_model_answers_http_and_unary_grpc_through_its_response_send
     http = httpclient.InferenceServerClient(served.http_url).infer("response_sender", inputs(httpclient, plan))
     grpc = grpcclient.InferenceServerClient(served.grpc_url).infer("response_sender_async", inputs(grpcclient, plan))
     assert http.as_numpy("INDEX").tolist() == grpc.as_numpy("INDEX").tolist() == [[expected]]
+
+
+def streamed_together(served, model: str, plans: list, decoupled: bool) -> list:
+    """Every INDEX of requests sent together on one stream (so that the model may get them in
+    one batch), as Triton's _infer_parallel sends them; each request ends as in ``streamed``."""
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    received: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: received.put((result, error)))
+    indexes, ended = [], 0
+    try:
+        for plan in plans:
+            client.async_stream_infer(model, inputs(grpcclient, plan), enable_empty_final_response=decoupled)
+        while ended < len(plans):
+            result, error = received.get(timeout=20)
+            assert error is None, error.message()
+            response = result.get_response()
+            final = response.parameters.get("triton_final_response")
+            if response.outputs:
+                indexes.append(int(result.as_numpy("INDEX").sum()))
+            ended += not decoupled or (final is not None and final.bool_param)
+    finally:
+        client.stop_stream()
+    return sorted(indexes)
+
+
+@pytest.mark.parametrize("model", ["response_sender_decoupled_batching", "response_sender_decoupled_async_batching"])
+def test_decoupled_requests_each_responding_differently(served, model):
+    plans = [ZERO_PRE, ZERO_POST, ONE_PRE, ONE_POST, TWO_PRE, TWO_POST, PRE_AND_POST]
+    # Triton's test_decoupled_multiple_requests: 4 responses before return, 6 after
+    assert streamed_together(served, model, plans, decoupled=True) == \
+        [1000, 1000, 1000, 1001, 2000, 2000, 2000, 2001, 2001, 2002]
+
+
+@pytest.mark.parametrize("model", ["response_sender_batching", "response_sender_async_batching"])
+def test_ordinary_requests_each_responding_differently(served, model):
+    # Triton's test_non_decoupled_multiple_requests: one returned, one before return, one after
+    assert streamed_together(served, model, [ON_RETURN, ONE_PRE, ONE_POST], decoupled=False) == [0, 1000, 2000]
