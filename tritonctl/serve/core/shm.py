@@ -235,10 +235,7 @@ class SharedMemoryManager:
                 buffer = region.view[start:end].toreadonly()
             else:
                 buffer = self._cuda.read(region.pointer + start, params.byte_size, region.device_id)
-        try:
-            return from_raw(datatype, shape, buffer, name, model)
-        except ServeError as exc:  # Triton's core finds the size mismatch, naming the request
-            raise ServeError(exc.status, f"[request id: {request_id or '<id_unknown>'}] {exc.message}") from None
+        return from_raw(datatype, shape, buffer, name, model, request_id)  # Triton's core names the request
 
     def output_target(self, params: ShmParams) -> OutputTarget:
         with self._lock:

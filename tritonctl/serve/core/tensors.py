@@ -54,11 +54,13 @@ def serialize_bytes(array: np.ndarray) -> bytes:
     return b"".join(parts)
 
 
-def deserialize_bytes(buffer, count: int, name: str, model: str) -> np.ndarray:
+def deserialize_bytes(buffer, count: int, name: str, model: str, request_id: str | None = None) -> np.ndarray:
     """``count`` BYTES elements (4-byte little-endian length, then the bytes) from ``buffer``,
     refused with Triton's texts (its ValidateBytesInputs) when the buffer holds another number of
     elements or ends inside one. A declared shape never sizes memory beyond what the bytes sent
-    can fill."""
+    can fill. With ``request_id`` (a request's, "" when it has none) the texts Triton prefixes with
+    the request's id are prefixed as Triton does."""
+    rid = "" if request_id is None else f"[request id: {request_id or '<id_unknown>'}] "
     view = memoryview(buffer)
     end = len(view)
     out = np.empty(min(count, end // 4), dtype=object)  # each element takes at least its 4-byte length
@@ -66,7 +68,7 @@ def deserialize_bytes(buffer, count: int, name: str, model: str) -> np.ndarray:
     offset = 0
     while offset < end:
         if end - offset < 4:
-            raise invalid_arg(f"incomplete string length indicator for inference input '{name}' for model "
+            raise invalid_arg(f"{rid}incomplete string length indicator for inference input '{name}' for model "
                               f"'{model}', expecting 4 bytes but only {end - offset} bytes available. Please make "
                               "sure the string length indicator is in one buffer.")
         (length,) = struct.unpack_from("<I", view, offset)
@@ -79,10 +81,10 @@ def deserialize_bytes(buffer, count: int, name: str, model: str) -> np.ndarray:
         found += 1
         offset += length
     if found < count:
-        raise invalid_arg(f"expected {count} string elements for inference input '{name}' for model '{model}', "
+        raise invalid_arg(f"{rid}expected {count} string elements for inference input '{name}' for model '{model}', "
                           f"got {found}")
     if found > count:
-        raise invalid_arg(f"unexpected number of string elements {found} for inference input '{name}' for model "
+        raise invalid_arg(f"{rid}unexpected number of string elements {found} for inference input '{name}' for model "
                           f"'{model}', expecting {count}")
     return out
 
@@ -101,17 +103,20 @@ def to_raw(datatype: str, array: np.ndarray):
     return memoryview(array.reshape(-1)).cast("B") if array.size else b""
 
 
-def from_raw(datatype: str, shape: list[int], buffer, name: str, model: str) -> np.ndarray:
+def from_raw(datatype: str, shape: list[int], buffer, name: str, model: str,
+             request_id: str | None = None) -> np.ndarray:
     """A numpy array over ``buffer`` (no copy for numeric types): the declared shape is held
-    against the bytes present before anything is allocated."""
+    against the bytes present before anything is allocated. ``request_id``: as for
+    deserialize_bytes, the id Triton's texts name."""
     count = checked_count(shape, name, model)
     if datatype == "BYTES":
-        return deserialize_bytes(buffer, count, name, model).reshape(shape)
+        return deserialize_bytes(buffer, count, name, model, request_id).reshape(shape)
     dtype = NUMPY_DTYPE.get(datatype)
     if dtype is None:
         raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}'")
     expected = count * dtype.itemsize
     if len(buffer) != expected:
-        raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}'. Expected {expected}, "
-                          f"got {len(buffer)}")
+        rid = "" if request_id is None else f"[request id: {request_id or '<id_unknown>'}] "
+        raise invalid_arg(f"{rid}input byte size mismatch for input '{name}' for model '{model}'. Expected "
+                          f"{expected}, got {len(buffer)}")
     return np.frombuffer(buffer, dtype=dtype).reshape(shape)

@@ -126,7 +126,7 @@ def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | 
                                   f"'{tensor.name}' for model '{model}'")
             data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id)
         elif raw:
-            data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model)
+            data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model, request.id)
             index += 1
         else:
             data = _typed_contents(tensor, shape, model)

@@ -138,7 +138,7 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
             if offset + size > len(binary):
                 raise invalid_arg(f"unexpected size for input '{name}', expecting {size} additional bytes for model "
                                   f"'{model}'")
-            data = from_raw(datatype, shape, binary[offset:offset + size], name, model)
+            data = from_raw(datatype, shape, binary[offset:offset + size], name, model, request.id)
             offset += size
         else:
             data = _json_tensor(name, datatype, shape, entry["data"], model)

@@ -27,7 +27,7 @@ COUNTERS = [
 STALE_COUNTER = ("tritonctl_inference_stale_exec_count", "Number of requests handed to the model after their "
                  "client had gone or their queue timeout (timeout_action REJECT) had passed",
                  lambda s: s.stale_executions)
-FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+FAILURE_REASONS = ("OTHER", "BACKEND", "CANCELED", "REJECTED")  # Triton's order
 # Only for models that use the response cache, as in Triton.
 CACHE_COUNTERS = [
     ("nv_cache_num_hits_per_model", "Number of cache hits per model", lambda s: s.phases["cache_hit"].count),
