@@ -8,7 +8,8 @@ turns any other ``ModuleNotFoundError`` for a module listed here into the same m
 
 ``pip install tritonctl`` gives every command on CPU (validate, generate, build from ONNX,
 serve, perf, analyze); the extras add PyTorch sources (``torch``), TensorRT plans
-(``tensorrt``), and onnxruntime's CUDA provider with CUDA shared memory (``gpu``).
+(``tensorrt``), onnxruntime's CUDA provider with CUDA shared memory (``gpu``), and the checks of
+KServe manifests against KServe's schema (``export``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ PROVIDERS: dict[str, Provider] = {
     "tensorrt": Provider("tensorrt", "tensorrt"),
     "polygraphy": Provider("polygraphy", "tensorrt"),
     "cuda": Provider("cuda-python", "gpu"),
+    "yaml": Provider("pyyaml", "export"),
+    "kserve": Provider("kserve", "export"),
+    "kubernetes": Provider("kubernetes", "export"),
 }
 # onnxruntime's CUDA build: the same `onnxruntime` module as the base install's CPU build.
 ONNXRUNTIME_GPU = Provider("onnxruntime-gpu", "gpu")

@@ -76,3 +76,11 @@ def test_validate_and_help_need_none_of_them(tmp_path):
     assert run_without(heavy, "--help").returncode == 0
     done = run_without(heavy, "validate", str(ROOT / "examples" / "model_repository"))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_export_kserve_without_kserve():
+    examples = ROOT / "examples" / "model_repository"
+    done = run_without(["kserve"], "export", "kserve", str(examples), "--storage-uri", "gs://b/r")
+    assert_one_line(done, "tritonctl export kserve (checking manifests against KServe's schema) needs kserve: "
+                    "pip install 'tritonctl[export]'")
+    assert done.stdout == ""

@@ -38,7 +38,7 @@ def test_every_provider_is_declared_where_it_says():
 def test_every_dependency_of_a_command_has_a_provider():
     declared = _declared()
     named = {_name(p.package) for p in [*PROVIDERS.values(), ONNXRUNTIME_GPU]}
-    for extra in (None, "gpu", "torch", "tensorrt", "cuda"):
+    for extra in (None, "gpu", "torch", "tensorrt", "cuda", "export"):
         assert declared[extra] <= named, extra
 
 

@@ -8,13 +8,13 @@ import traceback
 import typer
 
 from tritonctl import __version__
-from tritonctl.cli import analyze, build, generate, perf, serve, validate
+from tritonctl.cli import analyze, build, export, generate, perf, serve, validate
 from tritonctl.cli.errors import CliError
 from tritonctl.optional import missing_dependency
 
 # The sub-commands, in the order `tritonctl --help` lists them (the order of the workflow); each
 # module's register() adds its own.
-COMMANDS = (validate, generate, build, serve, perf, analyze)
+COMMANDS = (validate, generate, build, serve, perf, analyze, export)
 
 _state: dict = {"debug": False, "command": None}
 

@@ -1,0 +1,254 @@
+"""`tritonctl export kserve`: manifests for real repositories on disk, read back with PyYAML and
+checked with KServe's own models; bad inputs fail before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.cli_runner import cli
+from helpers.serve_models import add_sub_onnx
+from tritonctl.optional import unavailable
+
+yaml = pytest.importorskip("yaml", reason="PyYAML reads the manifests back (pip install 'tritonctl[export]')")
+# The bad inputs fail before any manifest is made; everything else needs KServe's models.
+needs_kserve = pytest.mark.skipif(
+    unavailable("kserve") is not None,
+    reason="the manifests are checked with KServe's own models: pip install 'tritonctl[export]' (kserve caps "
+    "pandas below 3, so it is not in the test extra)")
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "model_repository"
+
+ONNX_CONFIG = """
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }},
+         {{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+{groups}
+"""
+
+
+def _model(repo: Path, name: str, groups: str) -> Path:
+    add_sub_onnx(repo / name / "1" / "model.onnx")
+    (repo / name / "config.pbtxt").write_text(ONNX_CONFIG.format(name=name, groups=groups))
+    return repo / name
+
+
+@pytest.fixture
+def tuned_repo(tmp_path: Path) -> Path:
+    """Two tuned models: two CPU instances, and one GPU instance on each of GPUs 0 and 1."""
+    repo = tmp_path / "tuned_repo"
+    _model(repo, "cpu_model", "instance_group [ { kind: KIND_CPU count: 2 } ]")
+    _model(repo, "gpu_model", "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0, 1 ] } ]")
+    return repo
+
+
+def _docs(text: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def _as_kserve(doc: dict):
+    """The manifest as KServe's V1beta1InferenceService (with the Kubernetes types it embeds)."""
+    import kserve
+    from kubernetes.client import V1Container, V1ObjectMeta, V1ResourceRequirements
+
+    predictor = doc["spec"]["predictor"]
+    if "model" in predictor:
+        model = dict(predictor["model"])
+        resources = V1ResourceRequirements(**model.pop("resources"))
+        spec = kserve.V1beta1PredictorSpec(model=kserve.V1beta1ModelSpec(
+            model_format=kserve.V1beta1ModelFormat(**model.pop("modelFormat")), runtime=model.pop("runtime"),
+            protocol_version=model.pop("protocolVersion"), storage_uri=model.pop("storageUri"),
+            args=model.pop("args", None), resources=resources))
+        assert model == {}
+    else:
+        (container,) = predictor["containers"]
+        spec = kserve.V1beta1PredictorSpec(containers=[V1Container(
+            name=container["name"], image=container["image"], command=container["command"], args=container["args"],
+            env=container["env"], resources=V1ResourceRequirements(**container["resources"]))])
+    return kserve.V1beta1InferenceService(api_version=doc["apiVersion"], kind=doc["kind"],
+                                          metadata=V1ObjectMeta(**doc["metadata"]),
+                                          spec=kserve.V1beta1InferenceServiceSpec(predictor=spec))
+
+
+def _resources(doc: dict) -> dict:
+    predictor = doc["spec"]["predictor"]
+    return predictor["model"]["resources"] if "model" in predictor else predictor["containers"][0]["resources"]
+
+
+@needs_kserve
+@pytest.mark.parametrize("runtime", ["triton", "tritonctl"])
+def test_example_repository_exports_one_service_for_the_repository(capsys, runtime):
+    code, out, err = cli(capsys, "export", "kserve", str(EXAMPLES), "--storage-uri", "gs://bucket/models",
+                         "--runtime", runtime)
+    assert code == 0, err
+    (doc,) = _docs(out)
+    isvc = _as_kserve(doc)
+    assert isvc.metadata.name == "model-repository"
+    assert doc["metadata"]["annotations"]["tritonctl/models"] == "add_sub"
+    # add_sub is a Python model with one CPU instance: one core, no GPU.
+    assert _resources(doc)["requests"]["cpu"] == "1" and "nvidia.com/gpu" not in _resources(doc)["limits"]
+    if runtime == "triton":
+        model = isvc.spec.predictor.model
+        assert (model.model_format.name, model.runtime, model.protocol_version) == \
+            ("triton", "kserve-tritonserver", "v2")
+        assert model.storage_uri == "gs://bucket/models"
+    else:
+        container = isvc.spec.predictor.containers[0]
+        assert container.name == "kserve-container" and container.image.startswith("tritonctl:")
+        assert container.args[:2] == ["serve", "/mnt/models"]
+        assert [(env.name, env.value) for env in container.env] == [("STORAGE_URI", "gs://bucket/models")]
+
+
+@needs_kserve
+def test_tuned_configs_set_cpu_and_gpu_requests(capsys, tuned_repo):
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "s3://bucket/tuned")
+    assert code == 0, err
+    (doc,) = _docs(out)
+    _as_kserve(doc)
+    resources = _resources(doc)
+    # gpus [0, 1] needs two GPUs; two CPU instances need two cores.
+    assert resources["limits"]["nvidia.com/gpu"] == "2" == resources["requests"]["nvidia.com/gpu"]
+    assert resources["requests"]["cpu"] == "2" == resources["limits"]["cpu"]
+    assert resources["requests"]["memory"].endswith("Mi")
+
+
+@needs_kserve
+def test_per_model_services_load_only_their_model(capsys, tuned_repo):
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "pvc://claim/repo",
+                         "--per-model")
+    assert code == 0, err
+    docs = {doc["metadata"]["name"]: doc for doc in _docs(out)}
+    assert set(docs) == {"cpu-model", "gpu-model"}
+    for doc in docs.values():
+        _as_kserve(doc)
+        assert doc["spec"]["predictor"]["model"]["storageUri"] == "pvc://claim/repo"
+    cpu, gpu = _resources(docs["cpu-model"]), _resources(docs["gpu-model"])
+    assert cpu["requests"]["cpu"] == "2" and "nvidia.com/gpu" not in cpu["requests"]
+    assert gpu["limits"]["nvidia.com/gpu"] == "2" and gpu["requests"]["cpu"] == "1"
+    assert docs["gpu-model"]["spec"]["predictor"]["model"]["args"] == \
+        ["--model-control-mode=explicit", "--load-model=gpu_model"]
+
+
+@needs_kserve
+def test_memory_estimate_grows_with_model_files_and_instances(capsys, tmp_path):
+    sizes = {}
+    for count in (1, 4):
+        repo = tmp_path / f"repo{count}"
+        model = _model(repo, "m", f"instance_group [ {{ kind: KIND_CPU count: {count} }} ]")
+        (model / "1" / "weights.bin").write_bytes(b"\0" * (8 << 20))
+        code, out, err = cli(capsys, "export", "kserve", str(repo), "--storage-uri", "gs://b/r")
+        assert code == 0, err
+        sizes[count] = int(_resources(_docs(out)[0])["requests"]["memory"][:-2])
+    # Four copies of 8 MiB and three more instances, times the headroom.
+    assert sizes[4] - sizes[1] >= 1.5 * (3 * 8 + 3 * 64) - 1
+
+
+@needs_kserve
+@pytest.mark.parametrize("uri", ["gs://bucket/models", "s3://bucket/a/b/", "pvc://my-claim/models",
+                                 "https://example.com/repo.tar.gz"])
+def test_storage_uris_are_kept_as_given(capsys, tmp_path, uri):
+    out_dir = tmp_path / "out"
+    code, _, err = cli(capsys, "export", "kserve", str(EXAMPLES), "--storage-uri", uri, "--runtime", "tritonctl",
+                       "-o", str(out_dir))
+    assert code == 0, err
+    (doc,) = _docs((out_dir / "model-repository.yaml").read_text())
+    assert doc["spec"]["predictor"]["containers"][0]["env"] == [{"name": "STORAGE_URI", "value": uri}]
+
+
+@needs_kserve
+def test_output_directory_is_not_overwritten_without_force(capsys, tmp_path, tuned_repo):
+    out_dir = tmp_path / "manifests"
+    args = ["export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "--per-model", "-o", str(out_dir)]
+    assert cli(capsys, *args)[0] == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["cpu-model.yaml", "gpu-model.yaml"]
+    (out_dir / "gpu-model.yaml").write_text("mine\n")
+    code, _, err = cli(capsys, *args)
+    assert code == 1 and "--force" in err and "gpu-model.yaml" in err
+    assert (out_dir / "gpu-model.yaml").read_text() == "mine\n"
+    code, _, err = cli(capsys, *args, "--force")
+    assert code == 0, err
+    _as_kserve(_docs((out_dir / "gpu-model.yaml").read_text())[0])
+
+
+def test_invalid_config_is_refused_and_nothing_is_written(capsys, tmp_path, tuned_repo):
+    (tuned_repo / "cpu_model" / "config.pbtxt").write_text('name: "cpu_model"\nbackend: "onnxruntime"\n'
+                                                           'instance_group [ { kind: KIND_CPU count: -1 } ]\n'
+                                                           'max_batch_size: [\n')
+    out_dir = tmp_path / "out"
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "-o", str(out_dir))
+    assert code == 1 and out == ""
+    assert "does not pass `tritonctl validate`" in err and "cpu_model" in err
+    assert not out_dir.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--storage-uri", "ftp://host/repo"], "cannot fetch a repository from ftp://"),
+    (["--storage-uri", "/local/path"], "is not a URI"),
+    (["--storage-uri", "pvc://Bad_Claim/x"], "not a PersistentVolumeClaim name"),
+    (["--storage-uri", "gs://b/r", "--image", "x:1"], "--image is for --runtime tritonctl"),
+    (["--storage-uri", "gs://b/r", "--name", "Not_A_Name"], "not a valid InferenceService name"),
+])
+def test_bad_options_are_usage_errors(capsys, tmp_path, args, message):
+    out_dir = tmp_path / "out"
+    code, out, err = cli(capsys, "export", "kserve", str(EXAMPLES), *args, "-o", str(out_dir))
+    assert code == 2 and message in err and out == ""
+    assert not out_dir.exists()
+
+
+def test_missing_repository_and_model_directory_are_refused(capsys, tmp_path):
+    code, _, err = cli(capsys, "export", "kserve", str(tmp_path / "nope"), "--storage-uri", "gs://b/r")
+    assert code == 2 and "does not exist" in err
+    code, _, err = cli(capsys, "export", "kserve", str(EXAMPLES / "add_sub"), "--storage-uri", "gs://b/r")
+    assert code == 2 and "not a model repository" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = cli(capsys, "export", "kserve", str(empty), "--storage-uri", "gs://b/r")
+    assert code == 1 and "nothing to export" in err and out == ""
+
+
+ENSEMBLE = """
+name: "pipe"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "gpu_model" model_version: -1
+  input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
+  output_map { key: "OUTPUT0" value: "SUM" }
+} ] }
+"""
+
+
+@needs_kserve
+def test_per_model_ensemble_loads_its_steps_and_asks_for_their_resources(capsys, tuned_repo):
+    (tuned_repo / "pipe" / "1").mkdir(parents=True)
+    (tuned_repo / "pipe" / "config.pbtxt").write_text(ENSEMBLE)
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "--per-model",
+                         "--runtime", "tritonctl", "--image", "reg.example.com/tritonctl:1", "-n", "serving")
+    assert code == 0, err
+    docs = {doc["metadata"]["name"]: doc for doc in _docs(out)}
+    assert set(docs) == {"cpu-model", "gpu-model", "pipe"}
+    pipe = docs["pipe"]
+    _as_kserve(pipe)
+    container = pipe["spec"]["predictor"]["containers"][0]
+    assert container["image"] == "reg.example.com/tritonctl:1" and pipe["metadata"]["namespace"] == "serving"
+    assert container["args"][-3:] == ["--model-control-mode=explicit", "--load-model=pipe", "--load-model=gpu_model"]
+    assert _resources(pipe) == _resources(docs["gpu-model"])
+
+
+@needs_kserve
+def test_whole_repository_with_an_ensemble_adds_up_every_model(capsys, tuned_repo):
+    (tuned_repo / "pipe" / "1").mkdir(parents=True)
+    (tuned_repo / "pipe" / "config.pbtxt").write_text(ENSEMBLE)
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "--name", "prod")
+    assert code == 0, err
+    (doc,) = _docs(out)
+    assert doc["metadata"]["name"] == "prod"
+    assert doc["metadata"]["annotations"]["tritonctl/models"] == "cpu_model,gpu_model,pipe"
+    assert _resources(doc)["requests"]["nvidia.com/gpu"] == "2" and _resources(doc)["requests"]["cpu"] == "2"

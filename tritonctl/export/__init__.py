@@ -1,0 +1,1 @@
+"""Deployment manifests for a model repository: KServe InferenceServices (kserve.py)."""

@@ -1,0 +1,101 @@
+"""Checking a manifest against KServe's own API types: the models of the ``kserve`` package
+(V1beta1InferenceService and what it holds) and, for the Kubernetes types they embed, those of
+the ``kubernetes`` client that kserve depends on.
+
+Each mapping is checked against its model's ``openapi_types`` and ``attribute_map``: an unknown
+field, a value of the wrong type or a missing required field (the models' constructors refuse
+those) is an error with the path to it; resource amounts must parse as Kubernetes quantities.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tritonctl.optional import require
+
+NEEDED_BY = "tritonctl export kserve (checking manifests against KServe's schema)"
+_PRIMITIVES = {"str": (str,), "bytes": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "date": (str,),
+               "datetime": (str,)}
+
+
+class SchemaError(ValueError):
+    """A manifest KServe would not accept; the message has the path to the bad field."""
+
+
+def check_inference_service(doc: dict) -> None:
+    """Raise SchemaError unless ``doc`` is a serving.kserve.io/v1beta1 InferenceService that
+    KServe's models accept."""
+    kserve = require("kserve", NEEDED_BY)
+    constants = require("kserve.constants.constants", NEEDED_BY)
+    api_version = f"{constants.KSERVE_GROUP}/{constants.KSERVE_V1BETA1_VERSION}"
+    if doc.get("apiVersion") != api_version or doc.get("kind") != constants.KSERVE_KIND_INFERENCESERVICE:
+        raise SchemaError(f"not a {api_version} {constants.KSERVE_KIND_INFERENCESERVICE}: apiVersion "
+                          f"{doc.get('apiVersion')!r}, kind {doc.get('kind')!r}")
+    _Checker(kserve).check(doc, "V1beta1InferenceService", "")
+
+
+class _Checker:
+    def __init__(self, kserve):
+        self.kserve_models = kserve.models
+        self.kubernetes_models = require("kubernetes.client", NEEDED_BY).models
+        self.parse_quantity = require("kubernetes.utils", NEEDED_BY).parse_quantity
+
+    def check(self, value, type_name: str, path: str) -> None:
+        if value is None:
+            return
+        # kserve's models write list[T] and dict(str, T), the kubernetes client's List[T] and Dict[str, T].
+        items = re.fullmatch(r"[Ll]ist\[(.*)\]", type_name)
+        if items:
+            if not isinstance(value, list):
+                raise SchemaError(f"{path or '.'}: expected a list, got {_kind(value)}")
+            for index, item in enumerate(value):
+                self.check(item, items.group(1), f"{path}[{index}]")
+            return
+        mapping = re.fullmatch(r"dict\(str, (.*)\)|Dict\[str, (.*)\]", type_name)
+        if mapping:
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise SchemaError(f"{path or '.'}: expected a mapping with string keys, got {_kind(value)}")
+            for key, item in value.items():
+                self.check(item, mapping.group(1) or mapping.group(2), f"{path}.{key}")
+            return
+        if type_name == "object":
+            return
+        if type_name in _PRIMITIVES:
+            if not isinstance(value, _PRIMITIVES[type_name]) or (type_name != "bool" and isinstance(value, bool)):
+                raise SchemaError(f"{path or '.'}: expected {type_name}, got {_kind(value)} {value!r}")
+            return
+        self._check_model(value, type_name, path)
+
+    def _check_model(self, value, type_name: str, path: str) -> None:
+        model = getattr(self.kserve_models, type_name, None) or getattr(self.kubernetes_models, type_name, None)
+        if model is None:
+            raise SchemaError(f"{path or '.'}: KServe's schema names a type {type_name} that neither kserve nor "
+                              "kubernetes provides (a version mismatch between the two packages)")
+        if not isinstance(value, dict):
+            raise SchemaError(f"{path or '.'}: expected a {type_name} mapping, got {_kind(value)}")
+        attributes = {json_key: attr for attr, json_key in model.attribute_map.items()}
+        arguments = {}
+        for key, item in value.items():
+            if key not in attributes:
+                known = ", ".join(sorted(attributes))
+                raise SchemaError(f"{path}.{key}: {type_name} has no field {key!r} (its fields: {known})")
+            attr = attributes[key]
+            self.check(item, model.openapi_types[attr], f"{path}.{key}")
+            arguments[attr] = item
+        if type_name == "V1ResourceRequirements":
+            for part in ("limits", "requests"):
+                for resource, amount in (value.get(part) or {}).items():
+                    try:
+                        self.parse_quantity(amount)
+                    except ValueError:
+                        raise SchemaError(f"{path}.{part}.{resource}: {amount!r} is not a Kubernetes quantity") \
+                            from None
+        try:
+            model(**arguments)
+        except (ValueError, TypeError) as exc:  # a required field left out, a value outside an enum
+            raise SchemaError(f"{path or '.'}: {type_name}: {' '.join(str(exc).split())}") from None
+
+
+def _kind(value) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
