@@ -252,3 +252,14 @@ def test_whole_repository_with_an_ensemble_adds_up_every_model(capsys, tuned_rep
     assert doc["metadata"]["name"] == "prod"
     assert doc["metadata"]["annotations"]["tritonctl/models"] == "cpu_model,gpu_model,pipe"
     assert _resources(doc)["requests"]["nvidia.com/gpu"] == "2" and _resources(doc)["requests"]["cpu"] == "2"
+
+
+@needs_kserve
+def test_warnings_are_named_but_do_not_stop_the_export(capsys, tuned_repo):
+    config = tuned_repo / "cpu_model" / "config.pbtxt"
+    # DB51: a preferred batch size listed twice.
+    config.write_text(config.read_text() + "dynamic_batching { preferred_batch_size: [ 4, 4 ] }\n")
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "-o", "-")
+    assert code == 0, err
+    assert "validation warning" in err and "tritonctl validate" in err
+    assert len(_docs(out)) == 1

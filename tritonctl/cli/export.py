@@ -60,7 +60,7 @@ def kserve(
     namespace: str = typer.Option(None, "--namespace", "-n", metavar="NS", help="metadata.namespace to set."),
     output: Path = typer.Option(None, "--output", "-o", metavar="DIR",
                                 help="Write one NAME.yaml per InferenceService into DIR (created if needed) "
-                                "instead of standard output."),
+                                "instead of standard output ('-')."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files in DIR."),
     model_config_name: str = typer.Option(None, "--model-config-name", metavar="NAME",
                                           help="Use configs/<NAME>.pbtxt where present, like tritonserver."),
@@ -84,7 +84,7 @@ def kserve(
     if namespace is not None:
         _check_namespace(namespace)
     documents = _manifests(repository, options, model_config_name, no_exec)
-    if output is None:
+    if output is None or str(output) == "-":
         _write_stdout(documents)
     else:
         _write_files(documents, output, force)
@@ -138,6 +138,9 @@ def _checked_repository(repository: Path, model_config_name: str | None, no_exec
         sys.stderr.write(render(report, "text"))
         raise CliError(f"{repository} does not pass `tritonctl validate` ({report.errors} error"
                        f"{'s' if report.errors != 1 else ''}): fix it first; nothing was written")
+    if report.warnings:
+        typer.echo(f"warning: {report.warnings} validation warning{'s' if report.warnings != 1 else ''} in "
+                   f"{repository}; see `tritonctl validate {repository}`", err=True)
     return repo
 
 
