@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import signal
 from pathlib import Path
 
 import typer
@@ -72,7 +71,7 @@ def serve(
     strict_readiness: bool = typer.Option(True, "--strict-readiness/--no-strict-readiness",
                                           help="Ready only when every model loaded."),
     exit_timeout_secs: float = typer.Option(30.0, "--exit-timeout-secs",
-                                            help="On SIGTERM/SIGINT, time allowed for in-flight requests."),
+                                            help="On SIGTERM/SIGINT, time allowed for in-flight requests; what is still running then is cut (exit 1)."),
     model_config_name: str = typer.Option(None, "--model-config-name",
                                           help="Use configs/<name>.pbtxt where a model has one."),
     http_max_input_size: int = typer.Option(1 << 26, "--http-max-input-size", help="Largest HTTP request body."),
@@ -107,7 +106,7 @@ def serve(
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
-    from tritonctl.serve.runtime import ServeOptions, ServerRuntime, new_event_loop
+    from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
 
     _configure_logging(log_verbose, log_format)
     if repository is None:
@@ -150,14 +149,15 @@ def serve(
         grpc_transport=grpc_transport.value, http_transport=http_transport.value)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, runtime.request_stop)
+    runtime.install_signal_handlers(loop)
     try:
         loop.run_until_complete(runtime.serve())
     except OSError as exc:
         raise CliError(f"cannot start the server: {exc}") from None
     finally:
         loop.close()
+    if not runtime.clean_stop:  # something was cut (logged): threads left in a model must not hold the exit
+        exit_now(1)
 
 
 def _configure_logging(verbose: int, log_format: LogFormat) -> None:

@@ -1,22 +1,40 @@
 """Runs the whole server on one event loop: HTTP (C++ transport or uvicorn), gRPC (C++ transport or grpc.aio),
-metrics, repository polling, and a graceful stop that answers every in-flight request."""
+metrics, repository polling, and a stop that always ends: on SIGTERM or SIGINT the server stops
+accepting, in-flight requests get ``--exit-timeout-secs`` to be answered, and what is still in
+flight then is answered with UNAVAILABLE and named in the log (exit status 1); the same signal
+again exits at once."""
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import os
+import signal
+import sys
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
+from tritonctl.serve.core.errors import unavailable
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
 from tritonctl.serve.core.trace_config import parse_trace_config
 
 log = logging.getLogger("tritonctl.serve")
+
+# After the exit timeout: time for the answers of the requests cut then to be written out.
+FLUSH_S = 0.5
+# Least time models get to stop (finalize) once nothing is in flight.
+MODEL_STOP_S = 1.0
+# A process whose stop has not ended this long after the exit timeout (the event loop itself is
+# stuck) is ended by faulthandler's watchdog thread, which needs no Python lock: status 1, every
+# thread's stack on stderr.
+WATCHDOG_S = 5.0
 
 
 @dataclass
@@ -60,6 +78,9 @@ class ServerRuntime:
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.startup_error: BaseException | None = None
+        # False once the stop cut something: a request, a model load, a model that did not stop.
+        self.clean_stop = True
+        self._signalled = False
 
     def load_initial_models(self) -> None:
         opts = self.options
@@ -80,7 +101,16 @@ class ServerRuntime:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         opts = self.options
-        await self._loop.run_in_executor(None, self.load_initial_models)
+        loading = self._loop.run_in_executor(None, self.load_initial_models)
+        stop = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([loading, stop], return_when=asyncio.FIRST_COMPLETED)
+        if not loading.done():  # stopped while models load: what loads is left behind
+            log.error("stopped while loading models: the loads still running are cut")
+            self.clean_stop = False
+            self.server.live = False
+            return
+        stop.cancel()
+        loading.result()
         front_ends: list = []  # each with ``port``, ``transport_name`` and ``async stop(grace_s)``
         http = grpc = None
         poller: asyncio.Task | None = None
@@ -127,22 +157,91 @@ class ServerRuntime:
             await loop.run_in_executor(None, self.manager.poll)
 
     async def _shutdown(self, front_ends: list, poller: asyncio.Task | None) -> None:
-        """Stop accepting, let in-flight requests finish (up to --exit-timeout-secs), then stop models."""
+        """Stop accepting; in-flight requests get --exit-timeout-secs to be answered, then what is
+        still in flight is cut (answered UNAVAILABLE, named in the log); then models stop."""
         self.server.stopping = True
         if poller is not None:
             poller.cancel()
-        timeout = self.options.exit_timeout_secs
-        if front_ends:
-            await asyncio.wait([asyncio.ensure_future(f.stop(timeout)) for f in front_ends], timeout=timeout + 1)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.manager.stop, 1.0)
+        timeout = self.options.exit_timeout_secs
+        deadline = loop.time() + timeout
+        stops = [asyncio.ensure_future(f.stop(timeout + FLUSH_S)) for f in front_ends]
+        in_flight = self.server.in_flight
+        if not await in_flight.drained(timeout):
+            cut = in_flight.cut(lambda model: unavailable(
+                f"Server is stopping: the request to model '{model}' was not answered within the exit timeout "
+                f"({timeout:g} s)"))
+            if cut:
+                self.clean_stop = False
+                log.error("exit timeout of %g s expired: cut %s", timeout, describe_requests(cut))
+        for stream in list(self.server.streams):  # nothing in flight: open streams end
+            stream.end()
+        if stops:
+            await asyncio.wait(stops, timeout=max(deadline - loop.time(), 0) + FLUSH_S + 1)
+        if not await self._stop_models(max(deadline - loop.time(), MODEL_STOP_S)):
+            self.clean_stop = False
+            log.error("models still running after the exit timeout: exiting without waiting for them")
         self.server.close()  # shared-memory regions released, buffered traces written
         self.server.live = False
+
+    async def _stop_models(self, timeout_s: float) -> bool:
+        """Stop every model version (finalize), on a thread of its own that a model stuck in
+        execute or finalize may keep: True when all stopped within ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def stop() -> None:
+            try:
+                self.manager.stop(timeout_s)
+            finally:
+                try:
+                    loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                except RuntimeError:  # the loop has closed: the server no longer waits
+                    pass
+
+        threading.Thread(target=stop, daemon=True, name="tritonctl-stop-models").start()
+        finished, _ = await asyncio.wait([done], timeout=timeout_s + FLUSH_S)
+        return bool(finished)
+
+    def install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> None:
+        """For the server's own process: SIGTERM or SIGINT begins the stop, the same again exits at once."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        name = signal.Signals(sig).name
+        if self._signalled:
+            in_flight = self.server.in_flight.by_model()
+            if in_flight:
+                log.error("%s again: exiting at once, cutting %s", name, describe_requests(in_flight))
+            else:
+                log.warning("%s again: exiting at once", name)
+            exit_now(1 if in_flight else 0)
+        self._signalled = True
+        timeout = self.options.exit_timeout_secs
+        log.info("%s: stopping; requests in flight get up to %g s (--exit-timeout-secs), %s again exits at once",
+                 name, timeout, name)
+        faulthandler.dump_traceback_later(timeout + WATCHDOG_S, exit=True)
+        self.request_stop()
 
     def request_stop(self) -> None:
         """Thread-safe: begin the graceful stop."""
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
+
+
+def describe_requests(counts: Counter) -> str:
+    """``2 requests of model 'a', 1 request of model 'b'``"""
+    return ", ".join(f"{n} request{'s' if n != 1 else ''} of model '{model}'" for model, n in sorted(counts.items()))
+
+
+def exit_now(status: int) -> None:
+    """End the process at once, logs written: threads stuck in a model must not hold it."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -9,6 +9,7 @@ import weakref
 
 from tritonctl.repo_schema.pb_config import config_to_json
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
+from tritonctl.serve.core.in_flight import InFlight
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
@@ -32,6 +33,8 @@ class InferenceServer:
         self.traces = TraceManager(trace_config)
         self.live = True
         self.stopping = False
+        self.in_flight = InFlight()  # requests taken and not yet answered
+        self.streams: set = set()  # open gRPC streams (grpc.stream.StreamSession), which ``end`` on a stop
         self._completions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.log_settings = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                              "log_verbose_level": 0, "log_format": "default"}
@@ -90,17 +93,26 @@ class InferenceServer:
         if request.trace is not None:
             request.trace.started(model.name, model.version, request)
         model.prepare(request)
+        self.in_flight.add(request)
         try:
             model.enqueue(request)
         except ServeError as exc:
             if not model.scheduler.accepting and not self.stopping:
                 # The version was replaced by a reload between lookup and enqueue: use the new one.
-                model = self.manager.get(request.model_name, request.model_version)
-                model.prepare(request)
-                model.enqueue(request)
+                try:
+                    model = self.manager.get(request.model_name, request.model_version)
+                    model.prepare(request)
+                    model.enqueue(request)
+                except BaseException:
+                    self.in_flight.discard(request)
+                    raise
                 return model
+            self.in_flight.discard(request)
             model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
             raise exc
+        except BaseException:
+            self.in_flight.discard(request)
+            raise
         return model
 
     def trace_setting(self, model: str = "", changes: dict | None = None) -> dict:

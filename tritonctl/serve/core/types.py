@@ -96,6 +96,7 @@ class InferRequest:
     # The backend released the request with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: it runs again
     # (an iterative sequence's next step) instead of ending.
     reschedule: bool = False
+    tracker: Any = None  # in_flight.InFlight, told when the request is answered
     _done: bool = False
 
     def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:
@@ -105,8 +106,12 @@ class InferRequest:
         self._done = True
         if self.trace is not None:
             self.trace.capture("REQUEST_END")
-        if self.complete is not None:
-            self.complete(response, error)
+        try:
+            if self.complete is not None:
+                self.complete(response, error)
+        finally:
+            if self.tracker is not None:
+                self.tracker.discard(self)
 
     def cancel(self) -> None:
         """The client has gone: a request still queued is dropped now (answered CANCELLED)."""
@@ -123,7 +128,11 @@ class InferRequest:
             self._done = True
             if self.trace is not None:
                 self.trace.capture("REQUEST_END")
-        self.stream(response, error, final)
+        try:
+            self.stream(response, error, final)
+        finally:
+            if final and self.tracker is not None:
+                self.tracker.discard(self)
 
     @property
     def done(self) -> bool:

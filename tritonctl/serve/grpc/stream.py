@@ -54,9 +54,11 @@ class StreamSession:
         self.next_ticket = 0
         self.next_out = 0
         self.parked: dict[int, object] = {}  # ticket -> message (None: nothing to send in that place)
+        self.reader: asyncio.Task | None = None
 
     async def run(self):
-        reader = asyncio.ensure_future(self._read())
+        self.reader = asyncio.ensure_future(self._read())
+        self.server.streams.add(self)
         try:
             while True:
                 message = await self.outbox.get()
@@ -66,9 +68,14 @@ class StreamSession:
                     raise message
                 yield message
         finally:
-            reader.cancel()
+            self.server.streams.discard(self)
+            self.reader.cancel()
             for pending in self.in_flight:  # the client is gone: drop what has not run yet
                 pending.request.cancelled = True
+
+    def end(self) -> None:
+        """Read no more requests: the stream ends once those in flight are answered (the server stops)."""
+        self.reader.cancel()
 
     async def _read(self) -> None:
         try:

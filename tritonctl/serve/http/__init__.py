@@ -68,6 +68,7 @@ class UvicornFrontEnd:
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting; requests in flight get ``grace_s`` seconds to be answered."""
+        self._server.config.timeout_graceful_shutdown = grace_s  # then uvicorn cancels what is left
         self._server.should_exit = True
         if self._task is not None:
             await asyncio.wait([self._task], timeout=grace_s + 1)
