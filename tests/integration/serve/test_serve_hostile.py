@@ -112,6 +112,37 @@ def test_grpc_names_that_are_not_one_directory_are_invalid_argument(served):
     assert_serves(served)
 
 
+# Each method's request message, and the field number of its model name.
+GRPC_NAME_FIELDS = {"ModelReady": 1, "ModelMetadata": 1, "ModelConfig": 1, "ModelStatistics": 1, "ModelInfer": 1,
+                    "RepositoryModelLoad": 2, "RepositoryModelUnload": 2}
+
+
+@pytest.mark.parametrize("raw_name", [b"\xff\xfe", b"a\xc3(", b"\xed\xa0\x80"])  # not UTF-8; a lone surrogate
+def test_grpc_names_that_are_not_utf8_are_invalid_argument(served, raw_name):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        for method, field in GRPC_NAME_FIELDS.items():
+            message = bytes([field << 3 | 2, len(raw_name)]) + raw_name  # a length-delimited string field
+            with pytest.raises(grpc.RpcError) as caught:
+                channel.unary_unary(f"/inference.GRPCInferenceService/{method}")(message, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, caught.value.details())
+            assert "must be UTF-8" in caught.value.details()
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stream(iter([bytes([1 << 3 | 2, len(raw_name)]) + raw_name]), timeout=10))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert_serves(served)
+
+
+def test_grpc_stream_answers_invalid_names_in_the_stream(served):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stream = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer
+        requests = [service_pb2.ModelInferRequest(model_name=name, id=str(i)) for i, name in enumerate(BAD_GRPC_NAMES)]
+        responses = list(stream(iter(requests), timeout=10))
+    assert len(responses) == len(BAD_GRPC_NAMES)
+    assert all(r.error_message.startswith("invalid model name") for r in responses), responses
+    assert_serves(served)
+
+
 def test_tritonclient_sees_400_for_a_dotdot_model(served):
     with httpclient.InferenceServerClient(served.http_url) as client:
         with pytest.raises(InferenceServerException, match="invalid model name") as caught:

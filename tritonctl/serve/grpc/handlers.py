@@ -41,6 +41,7 @@ GRPC_ERROR_HEADER = "triton_grpc_error"
 HEALTH = f"/{HEALTH_SERVICE}/Check"
 OK = grpc.StatusCode.OK.value[0]
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 CODES = {code.value[0]: code for code in grpc.StatusCode}  # int -> grpc.StatusCode
 
@@ -49,12 +50,13 @@ Answer = tuple  # (code: int, details: str, body: bytes | None)
 
 def status_of(exc: BaseException, method: str = "") -> tuple[int, str]:
     """The status a call that raised ``exc`` ends with: a ServeError's own (Triton's code and
-    text), INTERNAL for a message that does not parse (as gRPC C++ servers answer), INTERNAL
-    for a bug, which is logged; the server goes on."""
+    text), INVALID_ARGUMENT for a message that does not parse (a client fault: gRPC C++ servers
+    answer INTERNAL), INTERNAL for a bug, which is logged; the server goes on."""
     if isinstance(exc, ServeError):
         return grpc.StatusCode[exc.status.grpc_code_name].value[0], exc.message
     if isinstance(exc, DecodeError):
-        return INTERNAL, str(exc)
+        return INVALID_ARGUMENT, (f"{exc}: the message does not parse; its string fields (a model name among "
+                                  "them) must be UTF-8")
     log.error("gRPC %s failed", method, exc_info=exc)
     return INTERNAL, f"Unexpected error: {exc}"
 

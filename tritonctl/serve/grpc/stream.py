@@ -55,6 +55,7 @@ class StreamSession:
         self.next_out = 0
         self.parked: dict[int, object] = {}  # ticket -> message (None: nothing to send in that place)
         self.reader: asyncio.Task | None = None
+        self.failure: Exception | None = None  # why reading the client's messages failed
 
     async def run(self):
         self.reader = asyncio.ensure_future(self._read())
@@ -67,6 +68,8 @@ class StreamSession:
                 if isinstance(message, ServeError):  # triton_grpc_error: the status ends the stream
                     raise message
                 yield message
+            if self.failure is not None:  # a request message that did not parse ends the stream with its status
+                raise self.failure
         finally:
             self.server.streams.discard(self)
             self.reader.cancel()
@@ -81,6 +84,10 @@ class StreamSession:
         try:
             async for message in self.request_iterator:
                 self._start(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the client's message does not parse
+            self.failure = exc
         finally:
             self.reading = False
             self._maybe_end()
