@@ -40,6 +40,7 @@ class ModelEntry:
     unloaded: bool = False
     overridden: bool = False  # loaded with the load API's ``config`` instead of the files on disk
     failed_fingerprint: tuple | None = None  # the files of a reload that failed while this entry served (not retried)
+    reload_error: str = ""  # why the last reload failed while this entry served (the index tells it)
 
 
 def policy_versions(config, available: list[int]) -> tuple[list[int], list[int]]:
@@ -192,6 +193,7 @@ class ModelManager:
         message = f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures]))
         if serving:
             old.failed_fingerprint = entry.fingerprint  # poll mode retries only once the files change again
+            old.reload_error = f"{message}; the versions that were serving go on serving"
             if fresh:
                 threading.Thread(target=self._retire, args=(fresh,), daemon=True).start()
             log.error("%s; the versions that were serving go on serving", message)
@@ -330,8 +332,9 @@ class ModelManager:
                 if ready_only and state.state != READY:
                     continue
                 row = {"name": name, "version": str(version), "state": state.state}
-                if state.reason:
-                    row["reason"] = state.reason
+                reason = state.reason or (entry.reload_error if state.state == READY else "")
+                if reason:
+                    row["reason"] = reason
                 rows.append(row)
         return rows
 
