@@ -2,7 +2,8 @@
 
 A model is loaded only once its directory, its config file, its version directories and every
 file its config names (``default_model_filename``, ``cc_model_filenames``, output
-``label_filename``, warm-up ``input_data_file``, state ``initial_state`` data files) resolve,
+``label_filename``, warm-up ``input_data_file``, state ``initial_state`` data files, a Python
+model's ``EXECUTION_ENV_PATH``) resolve,
 symlinks followed, inside the model's directory, and the directory inside the repository. The
 check runs on the config as written (the file on disk, or the load API's ``config`` override)
 before anything named in it is read."""
@@ -13,7 +14,11 @@ import os
 from pathlib import Path
 
 from tritonctl.repo_schema.repository import config_path_for, version_dirs
+from tritonctl.repo_schema.rules.parameters import MODEL_DIR_VARIABLE
 from tritonctl.repo_schema.schema import model_config_pb2
+
+
+ENV_PATH = "EXECUTION_ENV_PATH"
 
 
 class Escape(Exception):
@@ -70,6 +75,21 @@ def check_config(config, model_dir: Path) -> None:
             _relative_name(value, what, name)
             if not inside(base / value, model_dir):
                 raise Escape(f"{what} '{value}' of model '{name}' resolves outside the model directory")
+    if ENV_PATH in config.parameters:
+        _check_env_path(config.parameters[ENV_PATH].string_value, model_dir)
+
+
+def _check_env_path(value: str, model_dir: Path) -> None:
+    """A Python model's EXECUTION_ENV_PATH must be ``$$TRITON_MODEL_DIRECTORY/<file>``, inside the
+    model's directory (the server runs every model in its own Python environment and never
+    unpacks the archive, but a path elsewhere would be another host's file to trust)."""
+    name = model_dir.name
+    how = f"write it as {MODEL_DIR_VARIABLE}/<archive> with the archive in the model directory"
+    if not value.startswith(MODEL_DIR_VARIABLE):
+        raise Escape(f"{ENV_PATH} '{value}' of model '{name}' must be inside the model directory: {how}")
+    relative = value[len(MODEL_DIR_VARIABLE):].lstrip("/")
+    if "\0" in relative or not inside(model_dir / relative, model_dir):
+        raise Escape(f"{ENV_PATH} '{value}' of model '{name}' resolves outside the model directory: {how}")
 
 
 def check_disk_config(model_dir: Path, config_name: str | None) -> None:
