@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.server import LoopCompletions
-from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8, too_large
+from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, header_value, infer_target, not_utf8, too_large
 
 
 class AsgiApp:
@@ -28,7 +28,7 @@ class AsgiApp:
 
         try:
             path = _raw_path(scope)
-            request = HttpRequest(scope["method"], path, scope["headers"], await self._read(receive))
+            request = HttpRequest(scope["method"], path, scope["headers"], await self._read(receive, scope["headers"]))
         except ServeError as exc:  # not UTF-8, too large, or the client went away
             request = HttpRequest(scope["method"], "/", scope["headers"], b"")
             self.handlers.refuse(request, exc, answer)
@@ -45,8 +45,11 @@ class AsgiApp:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def _read(self, receive) -> bytes:
+    async def _read(self, receive, headers: list) -> bytes:
         limit = self.handlers.max_input_size
+        declared = header_value(headers, b"content-length")
+        if declared and declared.isdigit() and int(declared) > limit:  # refused before the body is read
+            raise too_large(limit, int(declared))
         chunks = []
         size = 0
         while True:

@@ -151,7 +151,7 @@ class HttpHandlers:
     def decoded_body(self, headers: list, body: bytes) -> bytes:
         """``body`` as sent, undone of its ``Content-Encoding``."""
         if len(body) > self.max_input_size:
-            raise too_large(self.max_input_size)
+            raise too_large(self.max_input_size, len(body))
         encoding = header_value(headers, b"content-encoding")
         if encoding and encoding not in (b"identity",):
             body = _decompress(body, encoding, self.max_input_size)
@@ -436,6 +436,8 @@ def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
     return data
 
 
-def too_large(limit: int) -> ServeError:
-    return invalid_arg(f"request body of more than {limit} bytes exceeds the maximum allowed value; use "
-                       "--http-max-input-size to increase the limit")
+def too_large(limit: int, size: int | None = None) -> ServeError:
+    """Triton's refusal of a body over ``--http-max-input-size``; ``size``: the body's, where known."""
+    what = f"Request body size of {size} bytes" if size is not None else "Request body"
+    return invalid_arg(f"{what} exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to "
+                       "increase the limit")
