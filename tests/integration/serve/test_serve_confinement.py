@@ -136,6 +136,11 @@ ESCAPING_OVERRIDES = [
     ({"default_model_filename": "..\\..\\x.onnx"}, "must be a relative path inside the model"),
     ({"output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4], "label_filename": "../../secret.txt"}]},
      "label_filename of output 'OUTPUT0'"),
+    ({"parameters": {"EXECUTION_ENV_PATH": {"string_value": "/opt/envs/env.tar.gz"}}},
+     "must be inside the model directory: write it as $$TRITON_MODEL_DIRECTORY/<archive>"),
+    ({"parameters": {"EXECUTION_ENV_PATH": {"string_value": "env.tar.gz"}}}, "must be inside the model directory"),
+    ({"parameters": {"EXECUTION_ENV_PATH": {"string_value": "$$TRITON_MODEL_DIRECTORY/../../other/env.tar.gz"}}},
+     "EXECUTION_ENV_PATH '$$TRITON_MODEL_DIRECTORY/../../other/env.tar.gz' of model 'reloadable' resolves outside"),
 ]
 
 
@@ -231,6 +236,41 @@ def test_a_failed_reload_over_grpc_leaves_the_serving_version_serving(served, co
     code, details = grpc_load(served, "reloadable", config)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and text in details, details
     assert_still_serving(served, "reloadable")
+
+
+def test_an_execution_env_path_inside_the_model_directory_loads(served):
+    status, body = http_load(served, "reloadable", {"config": override(
+        parameters={"EXECUTION_ENV_PATH": {"string_value": "$$TRITON_MODEL_DIRECTORY/env.tar.gz"}})})
+    assert status == 200, body
+    assert_still_serving(served, "reloadable")
+
+
+def index_rows(served, name: str) -> tuple[list[dict], list]:
+    """``name``'s rows of the repository index over HTTP, and over gRPC."""
+    with httpclient.InferenceServerClient(served.http_url) as client:
+        http_rows = [row for row in client.get_model_repository_index() if row["name"] == name]
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    try:
+        grpc_rows = [row for row in client.get_model_repository_index().models if row.name == name]
+    finally:
+        client.close()
+    return http_rows, grpc_rows
+
+
+def test_a_failed_reload_tells_its_reason_in_the_index_while_serving(served):
+    status, body = http_load(served, "reloadable", {"config": override(default_model_filename="missing.onnx")})
+    assert status == 400, body
+    http_rows, grpc_rows = index_rows(served, "reloadable")
+    assert [(row["version"], row["state"]) for row in http_rows] == [("1", "READY")]
+    for reason in (http_rows[0]["reason"], grpc_rows[0].reason):
+        assert "load failed for model 'reloadable'" in reason and "missing.onnx" in reason, reason
+        assert "the versions that were serving go on serving" in reason
+    assert grpc_rows[0].state == "READY"
+    assert_still_serving(served, "reloadable")
+    status, body = http_load(served, "reloadable", {"config": override()})  # a good reload: the reason goes
+    assert status == 200, body
+    http_rows, grpc_rows = index_rows(served, "reloadable")
+    assert "reason" not in http_rows[0] and grpc_rows[0].reason == ""
 
 
 def test_a_good_reload_after_failed_ones_takes_effect(served):
