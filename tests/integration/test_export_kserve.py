@@ -72,7 +72,7 @@ def _as_kserve(doc: dict):
         spec = kserve.V1beta1PredictorSpec(model=kserve.V1beta1ModelSpec(
             model_format=kserve.V1beta1ModelFormat(**model.pop("modelFormat")), runtime=model.pop("runtime"),
             protocol_version=model.pop("protocolVersion"), storage_uri=model.pop("storageUri"),
-            args=model.pop("args", None), resources=resources))
+            args=model.pop("args", None), runtime_version=model.pop("runtimeVersion", None), resources=resources))
         assert model == {}
     else:
         (container,) = predictor["containers"]
@@ -115,10 +115,12 @@ def test_example_repository_exports_one_service_for_the_repository(capsys, runti
 
 @needs_kserve
 def test_tuned_configs_set_cpu_and_gpu_requests(capsys, tuned_repo):
-    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "s3://bucket/tuned")
+    code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "s3://bucket/tuned",
+                         "--runtime-version", "24.08-py3")
     assert code == 0, err
     (doc,) = _docs(out)
     _as_kserve(doc)
+    assert doc["spec"]["predictor"]["model"]["runtimeVersion"] == "24.08-py3"
     resources = _resources(doc)
     # gpus [0, 1] needs two GPUs; two CPU instances need two cores.
     assert resources["limits"]["nvidia.com/gpu"] == "2" == resources["requests"]["nvidia.com/gpu"]
@@ -201,6 +203,10 @@ def test_invalid_config_is_refused_and_nothing_is_written(capsys, tmp_path, tune
     (["--storage-uri", "pvc://Bad_Claim/x"], "not a PersistentVolumeClaim name"),
     (["--storage-uri", "gs://b/r", "--image", "x:1"], "--image is for --runtime tritonctl"),
     (["--storage-uri", "gs://b/r", "--name", "Not_A_Name"], "not a valid InferenceService name"),
+    (["--storage-uri", "gs://b/r", "--runtime", "tritonctl", "--runtime-version", "24.08-py3"],
+     "--runtime-version is for --runtime triton"),
+    (["--storage-uri", "gs://b/r", "--runtime-version", "24.08 py3"], "is not an image tag"),
+    (["--storage-uri", "gs://b/r", "--namespace", "Prod"], "not a Kubernetes namespace name"),
 ])
 def test_bad_options_are_usage_errors(capsys, tmp_path, args, message):
     out_dir = tmp_path / "out"

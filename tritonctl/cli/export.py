@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import sys
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def kserve(
     image: str = typer.Option(None, "--image", metavar="IMAGE",
                               help="The tritonctl container image (--runtime tritonctl); default "
                               "tritonctl:<version>, built and pushed by you."),
+    runtime_version: str = typer.Option(None, "--runtime-version", metavar="TAG",
+                                        help="The Triton image tag for --runtime triton (e.g. 24.08-py3); default: "
+                                        "the kserve-tritonserver runtime's own."),
     per_model: bool = typer.Option(False, "--per-model",
                                    help="One InferenceService per model instead of one for the repository."),
     name: str = typer.Option(None, "--name", metavar="NAME",
@@ -72,12 +76,18 @@ def kserve(
 
     if image is not None and runtime is not Runtime.tritonctl:
         raise CliError("--image is for --runtime tritonctl (KServe's Triton runtime brings its own image)", 2)
+    if runtime_version is not None and runtime is not Runtime.triton:
+        raise CliError("--runtime-version is for --runtime triton (with --runtime tritonctl, --image names the "
+                       "whole image)", 2)
+    if runtime_version is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", runtime_version):
+        raise CliError(f"--runtime-version {runtime_version!r} is not an image tag (letters, digits, '_', '.', '-')",
+                       2)
     if name is not None and per_model:
         raise CliError("--name names the one InferenceService of the repository; with --per-model each model's "
                        "service is named after the model", 2)
     try:
         options = ExportOptions(storage_uri=check_storage_uri(storage_uri), runtime=runtime.value,
-                                image=image or DEFAULT_IMAGE, per_model=per_model,
+                                image=image or DEFAULT_IMAGE, per_model=per_model, runtime_version=runtime_version,
                                 name=check_service_name(name) if name is not None else None, namespace=namespace)
     except ExportInputError as exc:
         raise CliError(str(exc), 2) from None
@@ -145,8 +155,6 @@ def _checked_repository(repository: Path, model_config_name: str | None, no_exec
 
 
 def _check_namespace(namespace: str) -> None:
-    import re
-
     if len(namespace) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace):
         raise CliError(f"--namespace {namespace!r} is not a Kubernetes namespace name (lower-case letters, digits "
                        "and '-', at most 63 characters)", 2)

@@ -39,6 +39,7 @@ class ExportOptions:
     image: str = DEFAULT_IMAGE
     per_model: bool = False
     name: str | None = None  # the whole-repository service's name (default: from the directory)
+    runtime_version: str | None = None  # the Triton runtime's image tag (default: the runtime's own)
     namespace: str | None = None
 
 
@@ -102,6 +103,8 @@ def manifest(service: Service, options: ExportOptions) -> dict:
     if options.runtime == "triton":
         model = {"modelFormat": {"name": "triton"}, "runtime": TRITON_RUNTIME, "protocolVersion": "v2",
                  "storageUri": options.storage_uri}
+        if options.runtime_version:
+            model["runtimeVersion"] = options.runtime_version
         if explicit:
             model["args"] = explicit
         model["resources"] = resources
