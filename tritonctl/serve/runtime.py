@@ -1,8 +1,8 @@
 """Runs the whole server on one event loop: HTTP (C++ transport or uvicorn), gRPC (C++ transport or grpc.aio),
 metrics, repository polling, and a stop that always ends: on SIGTERM or SIGINT the server stops
 accepting, in-flight requests get ``--exit-timeout-secs`` to be answered, and what is still in
-flight then is answered with UNAVAILABLE and named in the log (exit status 1); the same signal
-again exits at once."""
+flight then is answered with UNAVAILABLE and named in the log (exit status 1); SIGTERM or SIGINT
+during the stop exits at once."""
 
 from __future__ import annotations
 
@@ -204,7 +204,7 @@ class ServerRuntime:
         return bool(finished)
 
     def install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> None:
-        """For the server's own process: SIGTERM or SIGINT begins the stop, the same again exits at once."""
+        """For the server's own process: SIGTERM or SIGINT begins the stop, either again exits at once."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
 
@@ -213,14 +213,14 @@ class ServerRuntime:
         if self._signalled:
             in_flight = self.server.in_flight.by_model()
             if in_flight:
-                log.error("%s again: exiting at once, cutting %s", name, describe_requests(in_flight))
+                log.error("%s while stopping: exiting at once, cutting %s", name, describe_requests(in_flight))
             else:
-                log.warning("%s again: exiting at once", name)
+                log.warning("%s while stopping: exiting at once", name)
             exit_now(1 if in_flight else 0)
         self._signalled = True
         timeout = self.options.exit_timeout_secs
-        log.info("%s: stopping; requests in flight get up to %g s (--exit-timeout-secs), %s again exits at once",
-                 name, timeout, name)
+        log.info("%s: stopping; requests in flight get up to %g s (--exit-timeout-secs), SIGTERM or SIGINT "
+                 "again exits at once", name, timeout)
         faulthandler.dump_traceback_later(timeout + WATCHDOG_S, exit=True)
         self.request_stop()
 
