@@ -3,6 +3,8 @@ checked with KServe's own models; bad inputs fail before anything is written."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 import signal
 import socket
@@ -18,12 +20,11 @@ from helpers.cli_runner import cli
 from helpers.serve_models import add_sub_onnx
 from helpers.triton_anchor import tritonserver_wrapper
 from helpers.triton_anchor import unavailable_reason as triton_unavailable
-from tritonctl.optional import unavailable
 
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the manifests back (pip install 'tritonctl[export]')")
 # The bad inputs fail before any manifest is made; everything else needs KServe's models.
 needs_kserve = pytest.mark.skipif(
-    unavailable("kserve") is not None,
+    importlib.util.find_spec("kserve") is None,
     reason="the manifests are checked with KServe's own models: pip install 'tritonctl[export]' (kserve caps "
     "pandas below 3, so it is not in the test extra)")
 
@@ -60,28 +61,42 @@ def _docs(text: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(text) if doc is not None]
 
 
-def _as_kserve(doc: dict):
-    """The manifest as KServe's V1beta1InferenceService (with the Kubernetes types it embeds)."""
-    import kserve
-    from kubernetes.client import V1Container, V1ObjectMeta, V1ResourceRequirements
+# Builds each manifest into KServe's own objects, in a child Python (kserve's protobufs clash with
+# tritonclient's in one process), and prints them back as KServe's to_dict() gives them.
+AS_KSERVE = """
+import json, sys
+import kserve
+from kubernetes.client import V1Container, V1ObjectMeta, V1ResourceRequirements
 
+def build(doc):
     predictor = doc["spec"]["predictor"]
     if "model" in predictor:
         model = dict(predictor["model"])
-        resources = V1ResourceRequirements(**model.pop("resources"))
         spec = kserve.V1beta1PredictorSpec(model=kserve.V1beta1ModelSpec(
             model_format=kserve.V1beta1ModelFormat(**model.pop("modelFormat")), runtime=model.pop("runtime"),
             protocol_version=model.pop("protocolVersion"), storage_uri=model.pop("storageUri"),
-            args=model.pop("args", None), runtime_version=model.pop("runtimeVersion", None), resources=resources))
-        assert model == {}
+            args=model.pop("args", None), runtime_version=model.pop("runtimeVersion", None),
+            resources=V1ResourceRequirements(**model.pop("resources"))))
+        assert model == {}, model
     else:
-        (container,) = predictor["containers"]
+        (c,) = predictor["containers"]
         spec = kserve.V1beta1PredictorSpec(containers=[V1Container(
-            name=container["name"], image=container["image"], command=container["command"], args=container["args"],
-            env=container["env"], resources=V1ResourceRequirements(**container["resources"]))])
+            name=c["name"], image=c["image"], command=c["command"], args=c["args"], env=c["env"],
+            resources=V1ResourceRequirements(**c["resources"]))])
     return kserve.V1beta1InferenceService(api_version=doc["apiVersion"], kind=doc["kind"],
                                           metadata=V1ObjectMeta(**doc["metadata"]),
                                           spec=kserve.V1beta1InferenceServiceSpec(predictor=spec))
+
+json.dump([build(doc).to_dict() for doc in json.load(sys.stdin)], sys.stdout, default=str)
+"""
+
+
+def _as_kserve(*docs: dict) -> list[dict]:
+    """The manifests as KServe's V1beta1InferenceService objects (to_dict: snake_case keys)."""
+    done = subprocess.run([sys.executable, "-c", AS_KSERVE], input=json.dumps(docs), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def _resources(doc: dict) -> dict:
@@ -96,21 +111,21 @@ def test_example_repository_exports_one_service_for_the_repository(capsys, runti
                          "--runtime", runtime)
     assert code == 0, err
     (doc,) = _docs(out)
-    isvc = _as_kserve(doc)
-    assert isvc.metadata.name == "model-repository"
+    (isvc,) = _as_kserve(doc)
+    assert isvc["metadata"]["name"] == "model-repository"
     assert doc["metadata"]["annotations"]["tritonctl/models"] == "add_sub"
     # add_sub is a Python model with one CPU instance: one core, no GPU.
     assert _resources(doc)["requests"]["cpu"] == "1" and "nvidia.com/gpu" not in _resources(doc)["limits"]
     if runtime == "triton":
-        model = isvc.spec.predictor.model
-        assert (model.model_format.name, model.runtime, model.protocol_version) == \
+        model = isvc["spec"]["predictor"]["model"]
+        assert (model["model_format"]["name"], model["runtime"], model["protocol_version"]) == \
             ("triton", "kserve-tritonserver", "v2")
-        assert model.storage_uri == "gs://bucket/models"
+        assert model["storage_uri"] == "gs://bucket/models"
     else:
-        container = isvc.spec.predictor.containers[0]
-        assert container.name == "kserve-container" and container.image.startswith("tritonctl:")
-        assert container.args[:2] == ["serve", "/mnt/models"]
-        assert [(env.name, env.value) for env in container.env] == [("STORAGE_URI", "gs://bucket/models")]
+        container = isvc["spec"]["predictor"]["containers"][0]
+        assert container["name"] == "kserve-container" and container["image"].startswith("tritonctl:")
+        assert container["args"][:2] == ["serve", "/mnt/models"]
+        assert [(env["name"], env["value"]) for env in container["env"]] == [("STORAGE_URI", "gs://bucket/models")]
 
 
 @needs_kserve
@@ -135,8 +150,8 @@ def test_per_model_services_load_only_their_model(capsys, tuned_repo):
     assert code == 0, err
     docs = {doc["metadata"]["name"]: doc for doc in _docs(out)}
     assert set(docs) == {"cpu-model", "gpu-model"}
+    _as_kserve(*docs.values())
     for doc in docs.values():
-        _as_kserve(doc)
         assert doc["spec"]["predictor"]["model"]["storageUri"] == "pvc://claim/repo"
     cpu, gpu = _resources(docs["cpu-model"]), _resources(docs["gpu-model"])
     assert cpu["requests"]["cpu"] == "2" and "nvidia.com/gpu" not in cpu["requests"]

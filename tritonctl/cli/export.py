@@ -104,7 +104,7 @@ def _manifests(repository: Path, options, model_config_name: str | None, no_exec
     """(file name, YAML text) per InferenceService, every one checked against KServe's schema."""
     from tritonctl.export.kserve import manifest, plan_services
     from tritonctl.export.names import ExportInputError
-    from tritonctl.export.schema import SchemaError, check_inference_service
+    from tritonctl.export.schema import schema_errors
     from tritonctl.optional import require
 
     yaml = require("yaml", "tritonctl export kserve")
@@ -113,15 +113,11 @@ def _manifests(repository: Path, options, model_config_name: str | None, no_exec
         services = plan_services(repo, options)
     except ExportInputError as exc:
         raise CliError(str(exc)) from None
-    documents = []
-    for service in services:
-        doc = manifest(service, options)
-        try:
-            check_inference_service(doc)
-        except SchemaError as exc:
-            raise CliError(f"the InferenceService '{service.name}' does not pass KServe's schema: {exc}") from None
-        documents.append((f"{service.name}.yaml", yaml.safe_dump(doc, sort_keys=False)))
-    return documents
+    docs = [manifest(service, options) for service in services]
+    for service, error in zip(services, schema_errors(docs)):
+        if error is not None:
+            raise CliError(f"the InferenceService '{service.name}' does not pass KServe's schema: {error}")
+    return [(f"{service.name}.yaml", yaml.safe_dump(doc, sort_keys=False)) for service, doc in zip(services, docs)]
 
 
 def _checked_repository(repository: Path, model_config_name: str | None, no_exec: bool):

@@ -5,13 +5,24 @@ the ``kubernetes`` client that kserve depends on.
 Each mapping is checked against its model's ``openapi_types`` and ``attribute_map``: an unknown
 field, a value of the wrong type or a missing required field (the models' constructors refuse
 those) is an error with the path to it; resource amounts must parse as Kubernetes quantities.
+
+The check runs in a child Python (``python -m tritonctl.export.schema``, the manifests as JSON on
+its standard input): importing ``kserve`` registers its own copy of the v2 protocol's protobufs
+(package ``inference``), which clashes with tritonclient's in one process, and it imports
+kserve's whole model server besides.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
-from tritonctl.optional import require
+from tritonctl.optional import MissingDependency, provider_of, require
 
 NEEDED_BY = "tritonctl export kserve (checking manifests against KServe's schema)"
 _PRIMITIVES = {"str": (str,), "bytes": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "date": (str,),
@@ -22,9 +33,30 @@ class SchemaError(ValueError):
     """A manifest KServe would not accept; the message has the path to the bad field."""
 
 
+def schema_errors(docs: list[dict], timeout_s: float = 300) -> list[str | None]:
+    """For each of ``docs``, None when KServe's models accept it as a serving.kserve.io/v1beta1
+    InferenceService, else why not. MissingDependency when kserve or kubernetes is not installed."""
+    for module in ("kserve", "kubernetes"):
+        if importlib.util.find_spec(module) is None:
+            raise MissingDependency(NEEDED_BY, module, provider_of(module))
+    root = str(Path(__file__).resolve().parents[2])  # this tritonctl, for the child too
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run([sys.executable, "-m", "tritonctl.export.schema"], input=json.dumps(docs), env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])
+        raise RuntimeError(f"the check against KServe's schema failed (exit status {done.returncode}): {tail}") \
+            from None
+    if "failed" in answer:
+        raise RuntimeError(f"the check against KServe's schema could not run: {answer['failed']}")
+    return answer["errors"]
+
+
 def check_inference_service(doc: dict) -> None:
     """Raise SchemaError unless ``doc`` is a serving.kserve.io/v1beta1 InferenceService that
-    KServe's models accept."""
+    KServe's models accept. Imports kserve into this process: for the child of schema_errors."""
     kserve = require("kserve", NEEDED_BY)
     constants = require("kserve.constants.constants", NEEDED_BY)
     api_version = f"{constants.KSERVE_GROUP}/{constants.KSERVE_V1BETA1_VERSION}"
@@ -99,3 +131,25 @@ class _Checker:
 def _kind(value) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
             float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _main() -> None:
+    """The child of schema_errors: manifests (a JSON list) on standard input, {"errors": [...]}
+    (or {"failed": why}) on standard output."""
+    docs = json.load(sys.stdin)
+    try:
+        errors = []
+        for doc in docs:
+            try:
+                check_inference_service(doc)
+                errors.append(None)
+            except SchemaError as exc:
+                errors.append(str(exc))
+    except Exception as exc:  # noqa: BLE001 - an install that cannot run the check: said in one line
+        json.dump({"failed": f"{type(exc).__name__}: {exc}"}, sys.stdout)
+        return
+    json.dump({"errors": errors}, sys.stdout)
+
+
+if __name__ == "__main__":
+    _main()
