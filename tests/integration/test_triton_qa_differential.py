@@ -99,6 +99,12 @@ HTTP_CASES = {
     "missing inputs, optional ones declared": ("/v2/models/input_optional/infer", json_infer([fp32_input()]), JSON),
     "missing inputs, none given": ("/v2/models/input_optional/infer", json_infer([]), JSON),
     "missing inputs, all required": ("/v2/models/input_all_required/infer", json_infer([fp32_input()]), JSON),
+    "shape without the batch dimension": ("/v2/models/onnx_zero_1_float32/infer",
+                                          json_infer([{"name": "INPUT0", "shape": [2], "datatype": "FP32",
+                                                       "data": [1.0, 2.0]}]), JSON),
+    "shape of a model without batching": ("/v2/models/not_utf8/infer",
+                                          json_infer([{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32",
+                                                       "data": [[1.0]]}]), JSON),
     # L0_http
     "raw request, three inputs": ("/v2/models/onnx_zero_3_float32/infer",
                                   np.arange(24, dtype=np.float32).tobytes(), RAW),

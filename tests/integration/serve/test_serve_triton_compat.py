@@ -96,6 +96,27 @@ def test_missing_inputs_are_named_as_triton_names_them(served, module, model, gi
     assert answer.as_numpy("OUTPUT0").tolist() == [1.0]
 
 
+@MODULES
+def test_a_shape_refusal_of_a_batching_model_carries_tritons_note(served, module):
+    """Triton 2.51: "unexpected shape for input 'INPUT0' for model 'onnx_zero_1_float32'. Expected
+    [-1,-1], got [2]. NOTE: Setting a non-zero max_batch_size in the model config requires a batch
+    dimension to be prepended to each input shape. ..."; for a model without batching the text
+    ends after "got [1,1]. " with no note."""
+    client = client_for(module, served)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("onnx_zero_1_float32", ones(module, "INPUT0", shape=(2,)))
+    assert caught.value.message() == (
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'onnx_zero_1_float32'. Expected "
+        "[-1,-1], got [2]. NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension "
+        "to be prepended to each input shape. If you want to specify the full shape including the batch dim in your "
+        "input dims config, try setting max_batch_size to zero. See the model configuration docs for more info on "
+        "max_batch_size.")
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("input_all_required", ones(module, "INPUT0", "INPUT1", "INPUT2", shape=(1, 1)))
+    assert caught.value.message() == ("[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model "
+                                      "'input_all_required'. Expected [1], got [1,1]. ")
+
+
 # ---- raw binary requests and BYTES framing (qa/L0_http/http_test.py) --------------------------
 def test_raw_binary_requests_are_refused_with_tritons_texts(served):
     """HTTP only (gRPC has no raw body). Triton 2.51 (400 each): "[request id: <id_unknown>] Raw

@@ -150,8 +150,9 @@ class ModelVersion:
         for name, tensor in request.inputs.items():
             spec = self.inputs[name]
             if not spec.matches(tensor.data.shape):
+                note = BATCH_DIMENSION_NOTE if self.max_batch_size > 0 else ""
                 raise invalid_arg(f"{rid}unexpected shape for input '{name}' for model '{model}'. Expected "
-                                  f"{_dims(spec.dims)}, got {_dims(tensor.data.shape)}")
+                                  f"{_dims(spec.dims)}, got {_dims(tensor.data.shape)}. {note}")
         for name in self.text_inputs.intersection(request.inputs):
             _check_text(request.inputs[name].data, name, model, rid)
         if request.requested_outputs is not None:
@@ -377,6 +378,14 @@ def _datatype(data: np.ndarray, spec: TensorSpec) -> str:
     if spec.datatype == "BF16" and data.dtype == np.uint16:
         return "BF16"
     return DATATYPE_OF_NUMPY.get(data.dtype, spec.datatype)
+
+
+# What Triton adds to a shape refusal of a model that batches (the usual mistake: the batch
+# dimension left out of the request's shape).
+BATCH_DIMENSION_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to "
+    "each input shape. If you want to specify the full shape including the batch dim in your input dims config, "
+    "try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size.")
 
 
 def _names(names) -> str:
