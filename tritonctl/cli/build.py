@@ -17,6 +17,7 @@ from tritonctl.cli.generate import Kind
 class Format(str, enum.Enum):
     onnx = "onnx"
     plan = "plan"
+    torchscript = "torchscript"
 
 
 class Precision(str, enum.Enum):
@@ -34,7 +35,9 @@ SOURCE is an ONNX file, a TorchScript archive, a torch.export program
 with --input). PyTorch models are exported to ONNX with a dynamic batch
 axis; ONNX models are checked, shape-inferred, given a dynamic batch when
 they were exported with batch 1 (verified row by row) and constant-folded;
---format plan then builds a TensorRT engine. The result is compared with the
+--format plan then builds a TensorRT engine; --format torchscript saves a
+PyTorch source as a TorchScript model.pt (traced at batch 2) for Triton's
+PyTorch backend instead of exporting it. The result is compared with the
 source on the same inputs, written to REPO/NAME/VERSION with a config.pbtxt
 and a build.json, and checked with tritonctl validate. A re-run with the
 same source, options and tool versions reuses the earlier result.
@@ -54,7 +57,9 @@ def build(
                                  help="ONNX file, TorchScript (.pt), torch.export (.pt2) or module:function."),
     repo: Path = typer.Option(..., "--repo", metavar="DIR", help="Model repository to write into."),
     name: str = typer.Option(..., "--name", help="Model name (the directory under --repo)."),
-    output_format: Format = typer.Option(Format.onnx, "--format", help="onnx (runs anywhere) or plan (TensorRT)."),
+    output_format: Format = typer.Option(Format.onnx, "--format",
+                                         help="onnx (runs anywhere), plan (TensorRT) or torchscript (Triton's "
+                                              "PyTorch backend; from PyTorch sources)."),
     version: int = typer.Option(1, "--version", metavar="N", help="Version directory."),
     max_batch_size: int = typer.Option(None, "--max-batch-size", metavar="B",
                                        help="Largest batch (default 8 when the model can batch, else 0)."),

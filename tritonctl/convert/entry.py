@@ -37,7 +37,7 @@ class BuiltConfig(GeneratedConfig):
 def build_config(options: BuildOptions, io: ModelIO, max_batch: int) -> BuiltConfig:
     """config.pbtxt content: tensors from the built model, batching and instances from flags;
     plans run on KIND_GPU unless --kind says otherwise."""
-    backend = "tensorrt" if options.format == "plan" else "onnxruntime"
+    backend = {"plan": "tensorrt", "torchscript": "pytorch"}.get(options.format, "onnxruntime")
     kind = options.kind or ("gpu" if backend == "tensorrt" else None)
     generate_options = GenerateOptions(
         name=options.name, backend=backend, max_batch_size=max_batch, dynamic_batching=options.dynamic_batching,

@@ -11,7 +11,7 @@ from tritonctl.convert.errors import BuildError
 from tritonctl.convert.spec import InputSpec, ShapeSpec
 from tritonctl.convert.tensorrt_build import PRECISIONS, TOLERANCES
 
-FORMATS = ("onnx", "plan")
+FORMATS = ("onnx", "plan", "torchscript")
 DEFAULT_MAX_BATCH_SIZE = 8
 DEFAULT_OPSET = 18
 _MODULE_FUNCTION = re.compile(r"^[\w./\\-]+:[A-Za-z_]\w*$")
@@ -68,7 +68,7 @@ class BuildOptions:
             raise BuildError("--version must be 1 or more (Triton loads numbered version directories)")
         if self.precision not in PRECISIONS:
             raise BuildError(f"--precision must be one of {', '.join(PRECISIONS)}")
-        if self.format == "onnx":
+        if self.format != "plan":
             plan_only = [flag for flag, value in (("--precision", self.precision != "fp32"),
                                                   ("--workspace", self.workspace_mib is not None),
                                                   ("--timing-cache", self.timing_cache is not None)) if value]

@@ -117,6 +117,8 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
                       "tool versions as its build.json); nothing rebuilt")
         return BuildResult(model_dir, model_dir / "config.pbtxt", version_dir / previous["model"]["file"],
                            previous, reused=True, stage_seconds=timer.seconds)
+    if options.format == "torchscript":
+        return _build_torchscript(options, source, reporter, timer, key, key_options, versions)
     with tempfile.TemporaryDirectory(prefix="tritonctl-build-") as tmp:
         work = Path(tmp)
         record = {"exporter": None}
@@ -147,31 +149,66 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
                                      f"{onnx_prep.UPGRADE_OPSET} by onnx's version converter, which may not have "
                                      f"kept its meaning: re-export it with opset {onnx_prep.UPGRADE_OPSET} or "
                                      "newer") from None
-            reporter.accuracy(report)
-            if not report.passed:
-                failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})"
-                                   for o in report.failures())
-                raise BuildError(f"accuracy check failed for output(s) {failed} with atol {report.atol:g}, "
-                                 f"rtol {report.rtol:g}; nothing was written. Loosen --atol/--rtol if the "
-                                 "differences are expected, or build with --no-check to skip the check")
+            _report_accuracy(report, reporter)
         with timer.stage("write repository entry"):
             from tritonctl.convert.entry import write_entry
 
-            info = {
-                "schema": manifest.SCHEMA_VERSION, "tool": "tritonctl build",
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "cache_key": key,
-                "source": {"path": options.source, "kind": source.kind, "sha256": source.digest},
-                "options": key_options, "versions": versions, "gpu": gpu,
-                "preparation": {"exporter": record["exporter"], "batch_rewrite": prepared.batch_rewrite,
-                                "folded_nodes": prepared.folded},
-                "max_batch_size": max_batch,
-                "profile": {n: {"min": list(s.min), "opt": list(s.opt), "max": list(s.max)}
-                            for n, s in (profile or {}).items()} or None,
-                "accuracy": report.as_dict() if report else {"skipped": True},
-            }
+            info = _manifest_info(options, source, key, key_options, versions, gpu, max_batch, report)
+            info["preparation"] = {"exporter": record["exporter"], "batch_rewrite": prepared.batch_rewrite,
+                                   "folded_nodes": prepared.folded}
+            info["profile"] = {n: {"min": list(s.min), "opt": list(s.opt), "max": list(s.max)}
+                               for n, s in (profile or {}).items()} or None
             info["stages_s"] = dict(timer.seconds)
             written = write_entry(options, prepared.io, result_path, max_batch, work, info, reporter)
+    return BuildResult(written.model_dir, written.config_path, written.model_path, written.manifest,
+                       stage_seconds=timer.seconds)
+
+
+def _manifest_info(options: BuildOptions, source: "_Source", key: str, key_options: dict, versions: dict, gpu,
+                   max_batch: int, report) -> dict:
+    return {
+        "schema": manifest.SCHEMA_VERSION, "tool": "tritonctl build",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cache_key": key,
+        "source": {"path": options.source, "kind": source.kind, "sha256": source.digest},
+        "options": key_options, "versions": versions, "gpu": gpu,
+        "max_batch_size": max_batch,
+        "accuracy": report.as_dict() if report else {"skipped": True},
+    }
+
+
+def _report_accuracy(report: accuracy.AccuracyReport, reporter: Reporter) -> None:
+    reporter.accuracy(report)
+    if not report.passed:
+        failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})"
+                           for o in report.failures())
+        raise BuildError(f"accuracy check failed for output(s) {failed} with atol {report.atol:g}, "
+                         f"rtol {report.rtol:g}; nothing was written. Loosen --atol/--rtol if the "
+                         "differences are expected, or build with --no-check to skip the check")
+
+
+def _build_torchscript(options: BuildOptions, source: "_Source", reporter: Reporter, timer: "_Timer", key: str,
+                       key_options: dict, versions: dict) -> BuildResult:
+    """A PyTorch source -> model.pt for Triton's PyTorch backend, checked against the source."""
+    from tritonctl.convert.entry import write_entry
+    from tritonctl.convert.torchscript import build_torchscript, check_torchscript
+
+    with tempfile.TemporaryDirectory(prefix="tritonctl-build-") as tmp:
+        work = Path(tmp)
+        with timer.stage("save TorchScript"):
+            built = build_torchscript(options, source.torch, work)
+        reporter.note(f"TorchScript: {built.exporter}")
+        report = None
+        if options.check:
+            with timer.stage("check accuracy"):
+                report = check_torchscript(options, source.torch, built)
+            _report_accuracy(report, reporter)
+        with timer.stage("write repository entry"):
+            info = _manifest_info(options, source, key, key_options, versions, None, built.max_batch, report)
+            info["preparation"] = {"exporter": built.exporter}
+            info["profile"] = None
+            info["stages_s"] = dict(timer.seconds)
+            written = write_entry(options, built.io, built.path, built.max_batch, work, info, reporter)
     return BuildResult(written.model_dir, written.config_path, written.model_path, written.manifest,
                        stage_seconds=timer.seconds)
 
@@ -185,13 +222,17 @@ def _preflight(options: BuildOptions) -> str:
         if missing:
             raise BuildError(missing)
     kind = source_kind(options.source)
+    if options.format == "torchscript" and kind == "onnx":
+        from tritonctl.convert.torchscript import ONNX_SOURCE
+
+        raise BuildError(ONNX_SOURCE)
     if kind != "onnx":
         from tritonctl.convert.torch_export import require_torch
 
         require_torch()
     elif options.inputs or options.output_names:
         raise BuildError("--input and --output describe PyTorch sources; an ONNX file names its own tensors")
-    if options.check or kind == "onnx":
+    if options.format != "torchscript" and (options.check or kind == "onnx"):
         from tritonctl.optional import require
 
         require("onnxruntime", "tritonctl build")

@@ -21,7 +21,7 @@ from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_
 from tritonctl.repo_schema.schema import model_config_pb2, onnx_pb2
 from tritonctl.repo_schema.writer import to_pbtxt
 
-MODEL_FILENAME = {"onnxruntime": "model.onnx", "tensorrt": "model.plan"}
+MODEL_FILENAME = {"onnxruntime": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt"}
 SUFFIX_BACKEND = {".onnx": "onnxruntime", ".plan": "tensorrt", ".engine": "tensorrt", ".trt": "tensorrt"}
 KINDS = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 MAKE_BATCH_DYNAMIC = (
@@ -88,6 +88,10 @@ def read_model_io(model_file: Path, backend: str) -> tuple[ModelIO, int]:
         from tritonctl.repo_schema.modelfiles.onnx import read_onnx_io
 
         return read_onnx_io(model_file), 0
+    if backend == "pytorch":
+        raise GenerateError(f"{model_file.name} is TorchScript, which does not record its tensors' types and shapes; "
+                            "tritonctl build --format torchscript --input NAME:DTYPE:DIMS writes its config after "
+                            "running it")
 
     missing = unavailable_reason()
     if missing:
