@@ -188,7 +188,7 @@ class ModelVersion:
             if self.ragged.batch_inputs:
                 inputs.update(self.ragged.batch_input_tensors(batch))
             wanted = self._wanted_outputs(batch)
-            wanted += [n for n in self.state_outputs if n not in wanted]
+            wanted = wanted + [n for n in self.state_outputs if n not in wanted]  # never all_outputs itself
             computed = time.monotonic_ns()
             self._count_stale(batch, computed)
             produced = instance.execute(inputs, wanted)
