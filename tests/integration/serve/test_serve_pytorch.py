@@ -52,6 +52,14 @@ class Upper(torch.nn.Module):
         return [w.upper() for w in words]
 
 
+class RunningSum(torch.nn.Module):
+    """A sequence's running sum, kept in implicit state; START resets it."""
+
+    def forward(self, value, start, state):
+        total = state * (1 - start) + value
+        return total, total
+
+
 class Failing(torch.nn.Module):
     def forward(self, x):
         if bool(x.sum() < 0):
@@ -112,6 +120,16 @@ def make_repository(repo: Path) -> Path:
         input [ { name: "words" data_type: TYPE_STRING dims: [ -1 ] } ]
         output [ { name: "OUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
         """)
+    _entry(repo, "running_sum", RunningSum(), """
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ { name: "VALUE__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "TOTAL__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        sequence_batching {
+          control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+          state [ { input_name: "STATE__2" output_name: "STATE__1" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        }
+        """)
     _entry(repo, "failing", Failing(), f"""
         backend: "pytorch"
         max_batch_size: 4
@@ -143,7 +161,8 @@ def _client(module, served):
 def _inputs(module, **arrays):
     tensors = []
     for name, array in arrays.items():
-        datatype = "BYTES" if array.dtype == object else {"float32": "FP32", "int64": "INT64"}[array.dtype.name]
+        datatype = "BYTES" if array.dtype == object else \
+            {"float32": "FP32", "int64": "INT64", "int32": "INT32"}[array.dtype.name]
         tensor = module.InferInput(name, list(array.shape), datatype)
         tensor.set_data_from_numpy(array)
         tensors.append(tensor)
@@ -201,6 +220,18 @@ def test_strings_go_through_as_a_list_of_str(served, module):
     words = np.array([b"triton", "caf\u00e9".encode()], dtype=object)
     result = _client(module, served).infer("upper", _inputs(module, words=words))
     assert result.as_numpy("OUT__0").tolist() == [b"TRITON", "CAF\u00e9".encode()]  # TorchScript upper() is ASCII
+
+
+@PROTOCOLS
+def test_sequence_controls_and_implicit_state_reach_forward_by_index(served, module):
+    client = _client(module, served)
+    totals = []
+    for step, value in enumerate((1, 2, 3)):
+        result = client.infer("running_sum", _inputs(module, VALUE__0=np.array([[value]], np.int32)),
+                              sequence_id=41 if module is httpclient else 42, sequence_start=step == 0,
+                              sequence_end=step == 2)
+        totals.append(int(result.as_numpy("TOTAL__0")[0, 0]))
+    assert totals == [1, 3, 6]
 
 
 @PROTOCOLS

@@ -10,6 +10,8 @@ model of the repository serves."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -42,7 +44,11 @@ _shared_modules: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # 
 
 
 def import_torch(model: str):
-    """torch, or BackendLoadError naming the extra that installs it."""
+    """torch, or BackendLoadError naming the extra that installs it. Where the server is the first
+    to import torch, torch's OpenMP threads wait passively (OMP_WAIT_POLICY, unless set): spinning
+    after each run, they take the CPU the front end and the other instances need."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return require("torch", f"model '{model}' (PyTorch backend)")
     except MissingDependency as exc:
@@ -192,7 +198,8 @@ class PyTorchBackend(Backend):
                         f"An input of type '{argument.type}' was detected in the model. Only a single input of "
                         "type Dict(str, Tensor) or input(s) of type Tensor are supported.")
                 allowed.append(argument.name)
-            expected = len(config.input) + len(config.batch_input) + len(controls)
+            expected = len(config.input) + len(config.batch_input) + len(controls) \
+                + len(config.sequence_batching.state)
             if len(arguments) != expected:
                 raise BackendLoadError(f"unable to load model '{name}', configuration expects {expected} inputs, "
                                        f"model provides {len(arguments)}")
@@ -304,22 +311,24 @@ class PyTorchBackend(Backend):
 
     def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         torch = self.torch
+        self._apply_jit_settings()
+        with torch.inference_mode(self.settings.inference_mode), torch.no_grad():
+            if self.stream is None:
+                return self._run(inputs, outputs)
+            with torch.cuda.stream(self.stream):  # inputs, forward() and the copies back on this stream
+                produced = self._run(inputs, outputs)
+            if self.settings.cache_cleaning:
+                torch.cuda.empty_cache()
+            return produced
+
+    def _run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         try:
-            self._apply_jit_settings()
-            with torch.inference_mode(self.settings.inference_mode), torch.no_grad():
-                if self.stream is not None:
-                    with torch.cuda.stream(self.stream):
-                        results = self._forward(inputs)
-                else:
-                    results = self._forward(inputs)
+            results = self._forward(inputs)
         except ServeError:
             raise
         except Exception as exc:
             raise ModelExecutionError(f"PyTorch execute failure: {exc}") from None
-        produced = {name: self._output(name, results) for name in outputs}
-        if self.settings.cache_cleaning and self.stream is not None:
-            torch.cuda.empty_cache()
-        return produced
+        return {name: self._output(name, results) for name in outputs}
 
     def _forward(self, inputs: dict[str, np.ndarray]) -> list:
         result = self.module(*self._arguments(inputs))
@@ -357,7 +366,7 @@ class PyTorchBackend(Backend):
                                                  f"model provides {provided}")
         if value.dim() == 0:
             raise ServeError(Status.INVALID_ARG, f"output '{name}' is a scalar which is not supported.")
-        return value.detach().to("cpu").contiguous().numpy()
+        return value.detach().to("cpu").contiguous().numpy()  # synchronous: waits for the instance's stream
 
     def close(self) -> None:
         self.module = None
