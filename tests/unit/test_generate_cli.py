@@ -196,8 +196,8 @@ def test_external_data_is_copied_next_to_the_graph(tmp_path):
 
 
 def test_unsupported_inputs_are_refused(tmp_path):
-    (tmp_path / "model.pt").write_bytes(b"")
-    assert "ONNX models (.onnx)" in error_of(run("generate", str(tmp_path / "model.pt"), ok=False))
+    (tmp_path / "model.bin").write_bytes(b"")
+    assert "ONNX models (.onnx)" in error_of(run("generate", str(tmp_path / "model.bin"), ok=False))
     (tmp_path / "engine.plan").write_bytes(b"")
     message = error_of(run("generate", str(tmp_path / "engine.plan"), "--stdout", ok=False))
     assert "tritonctl[tensorrt]" in message or "cannot be deserialized" in message
@@ -264,3 +264,12 @@ def test_onnxruntime_accepts_tensors_shaped_as_the_config_says(tmp_path, shapes)
         expected = list(out.reshape.shape) if out.HasField("reshape") else list(out.dims)
         batch = [3] if config.max_batch_size else []
         assert list(result.shape) == batch + [2 if d == -1 else d for d in expected]
+
+
+def test_torchscript_is_refused_naming_build(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = tmp_path / "model.pt"
+    torch.jit.script(torch.nn.ReLU()).save(str(model))
+    result = run("generate", str(model), "--stdout", ok=False)
+    assert "model.pt is TorchScript, which does not record its tensors' types and shapes" in error_of(result)
+    assert f"tritonctl build {model} --format torchscript --input NAME:DTYPE:DIMS" in error_of(result)

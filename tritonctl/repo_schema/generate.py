@@ -22,7 +22,8 @@ from tritonctl.repo_schema.schema import model_config_pb2, onnx_pb2
 from tritonctl.repo_schema.writer import to_pbtxt
 
 MODEL_FILENAME = {"onnxruntime": "model.onnx", "tensorrt": "model.plan", "pytorch": "model.pt"}
-SUFFIX_BACKEND = {".onnx": "onnxruntime", ".plan": "tensorrt", ".engine": "tensorrt", ".trt": "tensorrt"}
+SUFFIX_BACKEND = {".onnx": "onnxruntime", ".plan": "tensorrt", ".engine": "tensorrt", ".trt": "tensorrt",
+                  ".pt": "pytorch"}
 KINDS = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 MAKE_BATCH_DYNAMIC = (
     "To let Triton batch requests, re-export the model with a dynamic first dimension, e.g. "
@@ -90,8 +91,8 @@ def read_model_io(model_file: Path, backend: str) -> tuple[ModelIO, int]:
         return read_onnx_io(model_file), 0
     if backend == "pytorch":
         raise GenerateError(f"{model_file.name} is TorchScript, which does not record its tensors' types and shapes; "
-                            "tritonctl build --format torchscript --input NAME:DTYPE:DIMS writes its config after "
-                            "running it")
+                            f"tritonctl build {model_file} --format torchscript --input NAME:DTYPE:DIMS (one per "
+                            "forward() argument) writes its entry after running it")
 
     missing = unavailable_reason()
     if missing:
