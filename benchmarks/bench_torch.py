@@ -1,20 +1,28 @@
 """A TorchScript MLP served by `tritonctl serve` (PyTorch backend) at saturation, against the best
-throughput in-process torch reaches with the same model in the same run.
+throughput in-process torch reaches with the same model in the same run, and against the same
+MLP as ONNX on the onnxruntime backend behind the same front end.
 
-    python benchmarks/bench_torch.py                       # concurrency 32, gRPC, 3 runs
+    python benchmarks/bench_torch.py                       # 256-1024-1024-256, concurrency 1 and 32, gRPC, 3 runs
+    python benchmarks/bench_torch.py --hidden 4096         # 256-4096-4096-256: compute-bound
     python benchmarks/bench_torch.py --concurrency 16 64 --runs 5 --protocol http
 
-The model is the mlp of bench_serve.py as TorchScript (256 -> 1024 -> 1024 -> 256, Linear+ReLU),
-served with dynamic batching (max_batch_size 32, max_queue_delay 500 us) on one CPU instance.
-Load: `tritonctl perf`'s load generator (batch-1 requests, this process) at each concurrency.
-The in-process limit: the scripted module called under torch.inference_mode at batch 1, 8, 16
-and 32, rows per second, best batch. Server and limit take turns, `--runs` times; the table
-shows medians and the ratio of the medians.
+The model is bench_serve.py's mlp (256 -> H -> H -> 256, Linear+ReLU; H = --hidden, 1024 there),
+served with dynamic batching (max_batch_size 32, max_queue_delay 500 us) on one CPU instance:
+as TorchScript with torch's default intra-op threads and, in a second server process (the count
+is process-wide), with INTRA_OP_THREAD_COUNT 1; and as ONNX (torch.onnx.export of the same
+weights) in the first server. Each server idles while another is measured. Load: `tritonctl
+perf`'s load generator (batch-1 requests, this process) at each concurrency. The in-process
+limit: the scripted module called under torch.inference_mode in a fresh process, at batch 1, 8,
+16 and 32, with 1 and 2 intra-op threads and OpenMP's active and passive wait policies: rows per
+second of the best combination. Servers and limit take turns, `--runs` times; the table shows
+medians and the ratio of the medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
 import socket
 import statistics
@@ -28,45 +36,69 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CONFIG = """
-backend: "pytorch"
+backend: "{backend}"
 max_batch_size: 32
-input [ { name: "x" data_type: TYPE_FP32 dims: [ 256 ] } ]
-output [ { name: "y__0" data_type: TYPE_FP32 dims: [ 256 ] } ]
-dynamic_batching { max_queue_delay_microseconds: 500 }
-instance_group [ { kind: KIND_CPU count: 1 } ]
-"""
+input [ {{ name: "x" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+output [ {{ name: "{output}" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: 500 }}
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+{extra}"""
+ONE_THREAD = 'parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }'
+# model -> (server process, label)
+MODELS = {"mlp_pt": ("default", "TorchScript, torch's threads"),
+          "mlp_pt_1thread": ("one-thread", "TorchScript, 1 intra-op thread"),
+          "mlp_onnx": ("default", "ONNX (onnxruntime backend)")}
 
 
-def make_repo(repo: Path) -> Path:
+def make_repo(repo: Path, hidden: int) -> Path:
     import torch
 
     torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
-                              torch.nn.ReLU(), torch.nn.Linear(1024, 256)).eval()
-    (repo / "mlp_pt" / "1").mkdir(parents=True)
-    torch.jit.script(mlp).save(str(repo / "mlp_pt" / "1" / "model.pt"))
-    (repo / "mlp_pt" / "config.pbtxt").write_text(CONFIG)
+    mlp = torch.nn.Sequential(torch.nn.Linear(256, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                              torch.nn.ReLU(), torch.nn.Linear(hidden, 256)).eval()
+    for name, extra in (("mlp_pt", ""), ("mlp_pt_1thread", ONE_THREAD)):
+        (repo / name / "1").mkdir(parents=True)
+        torch.jit.script(mlp).save(str(repo / name / "1" / "model.pt"))
+        (repo / name / "config.pbtxt").write_text(CONFIG.format(backend="pytorch", output="y__0", extra=extra))
+    (repo / "mlp_onnx" / "1").mkdir(parents=True)
+    torch.onnx.export(mlp, (torch.randn(2, 256),), str(repo / "mlp_onnx" / "1" / "model.onnx"), input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+    (repo / "mlp_onnx" / "config.pbtxt").write_text(CONFIG.format(backend="onnxruntime", output="y", extra=""))
     return repo / "mlp_pt" / "1" / "model.pt"
 
 
-def in_process_best(model_path: Path, seconds: float) -> tuple[float, int]:
-    """Rows per second of the module called directly, at its best batch size."""
+def in_process_best(model_path: Path, seconds: float) -> tuple[float, str]:
+    """Rows per second of the module called directly, best over batch sizes, threads and OpenMP's
+    wait policy (each policy in a fresh process: OpenMP reads it when torch loads)."""
+    best = (0.0, "")
+    for policy in ("ACTIVE", "PASSIVE"):
+        done = subprocess.run([sys.executable, __file__, "--in-process", str(model_path), "--limit-seconds",
+                               str(seconds)], capture_output=True, text=True, check=True,
+                              env={**os.environ, "OMP_WAIT_POLICY": policy})
+        rate, where = json.loads(done.stdout.strip().splitlines()[-1])
+        best = max(best, (rate, f"{where}, OMP_WAIT_POLICY={policy}"))
+    return best
+
+
+def measure_in_process(model_path: Path, seconds: float) -> None:
     import torch
 
     module = torch.jit.load(str(model_path)).eval()
-    best = (0.0, 0)
-    for batch in (1, 8, 16, 32):
-        x = torch.randn(batch, 256)
-        with torch.inference_mode():
-            for _ in range(20):
-                module(x)
-            calls, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds:
-                module(x)
-                calls += 1
-            rate = calls * batch / (time.perf_counter() - start)
-        best = max(best, (rate, batch))
-    return best
+    best = (0.0, "")
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for batch in (1, 8, 16, 32):
+            x = torch.randn(batch, 256)
+            with torch.inference_mode():
+                for _ in range(20):
+                    module(x)
+                calls, start = 0, time.perf_counter()
+                while time.perf_counter() - start < seconds:
+                    module(x)
+                    calls += 1
+                rate = calls * batch / (time.perf_counter() - start)
+            best = max(best, (rate, f"batch {batch}, {threads} thread(s)"))
+    print(json.dumps(best))
 
 
 def free_port() -> int:
@@ -75,18 +107,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(repo: Path) -> tuple[subprocess.Popen, str, str]:
+def start_server(repo: Path, models: list[str]) -> tuple[subprocess.Popen, str, str]:
     import tritonclient.http as httpclient
 
     http_port, grpc_port = free_port(), free_port()
     process = subprocess.Popen([sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", str(http_port),
-                                "--grpc-port", str(grpc_port), "--metrics-port", "-1"],
+                                "--grpc-port", str(grpc_port), "--metrics-port", "-1", "--model-control-mode",
+                                "explicit", *[a for m in models for a in ("--load-model", m)]],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
     deadline = time.monotonic() + 120
     while True:
         try:
-            if client.is_model_ready("mlp_pt"):
+            if all(client.is_model_ready(m) for m in models):
                 break
         except Exception:
             pass
@@ -96,11 +129,11 @@ def start_server(repo: Path) -> tuple[subprocess.Popen, str, str]:
     return process, f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"
 
 
-def served_rate(url: str, protocol: str, concurrency: int) -> tuple[float, float]:
+def served_rate(url: str, model: str, protocol: str, concurrency: int) -> tuple[float, float]:
     from tritonctl.perf.options import PerfOptions
     from tritonctl.perf.run import run_perf
 
-    result = run_perf(PerfOptions("mlp_pt", url=url, protocol=protocol, concurrency=(concurrency,),
+    result = run_perf(PerfOptions(model, url=url, protocol=protocol, concurrency=(concurrency,),
                                   measurement_interval_ms=2000, stability_percentage=10, max_trials=6,
                                   warmup_requests=200))
     level = result.levels[0]
@@ -109,36 +142,50 @@ def served_rate(url: str, protocol: str, concurrency: int) -> tuple[float, float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
+    parser.add_argument("--hidden", type=int, default=1024, help="the MLP's hidden width")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--limit-seconds", type=float, default=2.0, help="time per batch size in process")
+    parser.add_argument("--limit-seconds", type=float, default=1.0, help="time per in-process combination")
+    parser.add_argument("--in-process", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    import torch
-
+    if args.in_process:
+        measure_in_process(Path(args.in_process), args.limit_seconds)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
-        model_path = make_repo(Path(tmp) / "repo")
-        process, http_url, grpc_url = start_server(Path(tmp) / "repo")
-        url = grpc_url if args.protocol == "grpc" else http_url
+        repo = Path(tmp) / "repo"
+        model_path = make_repo(repo, args.hidden)
+        groups: dict[str, list[str]] = {}
+        for model, (server, _) in MODELS.items():
+            groups.setdefault(server, []).append(model)
+        servers = {server: start_server(repo, models) for server, models in groups.items()}
         try:
-            limits, served = [], {c: [] for c in args.concurrency}
+            limits = []
+            served = {(model, c): [] for model in MODELS for c in args.concurrency}
             for _ in range(args.runs):
                 limits.append(in_process_best(model_path, args.limit_seconds))
-                for concurrency in args.concurrency:
-                    served[concurrency].append(served_rate(url, args.protocol, concurrency))
+                for model, (server, _) in MODELS.items():
+                    _, http_url, grpc_url = servers[server]
+                    url = grpc_url if args.protocol == "grpc" else http_url
+                    for concurrency in args.concurrency:
+                        served[(model, concurrency)].append(served_rate(url, model, args.protocol, concurrency))
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
+            for process, _, _ in servers.values():
+                process.send_signal(signal.SIGTERM)
+                process.wait(30)
+    import torch
+
     limit = statistics.median(rate for rate, _ in limits)
-    best_batch = statistics.mode(batch for _, batch in limits)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads; {args.runs} runs, medians")
-    print(f"in-process torch, best batch {best_batch}: {limit:,.0f} rows/s "
-          f"(runs: {', '.join(f'{r:,.0f}' for r, _ in limits)})")
-    print(f"{'server':<28}{'conc':>6}{'infer/s':>12}{'p99 ms':>10}{'vs in-process':>15}")
-    for concurrency, points in served.items():
+    print(f"mlp 256-{args.hidden}-{args.hidden}-256; torch {torch.__version__}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f} at the end; {args.runs} runs, medians")
+    print(f"in-process torch, best: {limit:,.0f} rows/s (runs: "
+          f"{'; '.join(f'{r:,.0f} at {where}' for r, where in limits)})")
+    print(f"| tritonctl serve ({args.protocol}) | concurrency | infer/s | p99 ms | vs in-process torch |")
+    print("|---|---|---|---|---|")
+    for (model, concurrency), points in served.items():
         rate = statistics.median(r for r, _ in points)
         p99 = statistics.median(p for _, p in points)
-        print(f"{'tritonctl serve ' + args.protocol:<28}{concurrency:>6}{rate:>12,.0f}{p99:>10.2f}{rate / limit:>14.2f}x")
+        print(f"| {MODELS[model][1]} | {concurrency} | {rate:,.0f} | {p99:.2f} | {rate / limit:.2f}x |")
 
 
 if __name__ == "__main__":
