@@ -105,7 +105,7 @@ class ServerRuntime:
         stop = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait([loading, stop], return_when=asyncio.FIRST_COMPLETED)
         if not loading.done():  # stopped while models load: what loads is left behind
-            log.error("stopped while loading models: the loads still running are cut")
+            log.error("stopped while loading models: %s cut", describe_loads(self.manager.loading) or "the loads")
             self.clean_stop = False
             self.server.live = False
             return
@@ -180,7 +180,8 @@ class ServerRuntime:
             await asyncio.wait(stops, timeout=max(deadline - loop.time(), 0) + FLUSH_S + 1)
         if not await self._stop_models(max(deadline - loop.time(), MODEL_STOP_S)):
             self.clean_stop = False
-            log.error("models still running after the exit timeout: exiting without waiting for them")
+            log.error("%s still running after the exit timeout: exiting without waiting for them",
+                      describe_loads(self.manager.loading) or "models")
         self.server.close()  # shared-memory regions released, buffered traces written
         self.server.live = False
 
@@ -233,6 +234,15 @@ class ServerRuntime:
 def describe_requests(counts: Counter) -> str:
     """``2 requests of model 'a', 1 request of model 'b'``"""
     return ", ".join(f"{n} request{'s' if n != 1 else ''} of model '{model}'" for model, n in sorted(counts.items()))
+
+
+def describe_loads(names) -> str:
+    """``the load of model 'a'``, ``the loads of models 'a', 'b'``; "" for none."""
+    names = sorted(names)
+    if not names:
+        return ""
+    quoted = ", ".join(f"'{name}'" for name in names)
+    return f"the load of model {quoted}" if len(names) == 1 else f"the loads of models {quoted}"
 
 
 def exit_now(status: int) -> None:

@@ -115,11 +115,11 @@ def wait_for(predicate, timeout: float = 30.0) -> bool:
 class ServeProcess:
     """``tritonctl serve`` in a process of its own, on ports it picks itself; its log is collected."""
 
-    def __init__(self, repo: Path, transports: dict, exit_timeout_s: float):
+    def __init__(self, repo: Path, transports: dict, exit_timeout_s: float, *flags: str):
         choices = [arg for key, value in transports.items() for arg in (CLI_TRANSPORTS[key], value)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
-             "--metrics-port", "-1", "--exit-timeout-secs", str(exit_timeout_s), *choices],
+             "--metrics-port", "-1", "--exit-timeout-secs", str(exit_timeout_s), *choices, *flags],
             env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[3])), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
@@ -183,8 +183,8 @@ class ServeProcess:
 def serve(repo, transports):
     started: list[ServeProcess] = []
 
-    def start(exit_timeout_s: float) -> ServeProcess:
-        started.append(ServeProcess(repo, transports, exit_timeout_s))
+    def start(exit_timeout_s: float, *flags: str) -> ServeProcess:
+        started.append(ServeProcess(repo, transports, exit_timeout_s, *flags))
         return started[-1]
 
     yield start
@@ -371,8 +371,30 @@ def test_sigterm_while_a_model_loads_for_ever_exits(tmp_path, transports):
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=1 + MARGIN_S)
         assert process.returncode == 1
-        assert "stopped while loading models: the loads still running are cut" in output
+        assert "stopped while loading models: the load of model 'loading' cut" in output
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.timeout(90)
+def test_a_load_through_the_api_that_never_ends_does_not_hold_the_stop(serve, repo):
+    marks = write_model(repo, "loading", STUCK_INITIALIZE)
+    server = serve(1, "--model-control-mode", "explicit", "--load-model", "gated")
+    outcome: dict = {}
+
+    def load() -> None:
+        try:
+            with httpclient.InferenceServerClient(server.http_url, network_timeout=120) as client:
+                client.load_model("loading")
+        except Exception as exc:  # the answer the stop gave it, or the connection closed
+            outcome["error"] = exc
+
+    threading.Thread(target=load, daemon=True).start()
+    assert wait_for((marks / "started").exists)
+    server.signal(signal.SIGTERM)
+    assert server.exit_status(1 + MARGIN_S) == 1
+    assert ("the load of model 'loading' still running after the exit timeout: exiting without waiting for them"
+            in server.log())
+    assert wait_for(lambda: "error" in outcome, 30)  # the load's client is not left waiting

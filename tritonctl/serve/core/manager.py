@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +98,7 @@ class ModelManager:
         self.drain_timeout_s = drain_timeout_s
         self.models: dict[str, ModelEntry] = {}
         self._lock = threading.RLock()
+        self.loading: Counter = Counter()  # model name -> loads of it running now
 
     # ---- discovery and loading -------------------------------------------------------------
     def model_names_on_disk(self) -> list[str]:
@@ -134,6 +136,15 @@ class ModelManager:
         model_dir = self.repository / name
         if not model_dir.is_dir():
             raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
+        self.loading[name] += 1
+        try:
+            self._load(name, model_dir, config_override)
+        finally:
+            self.loading[name] -= 1
+            if not self.loading[name]:
+                del self.loading[name]
+
+    def _load(self, name: str, model_dir: Path, config_override: str | None) -> None:
         with self._lock:
             old = self.models.get(name)
             serving = old is not None and bool(old.versions)
