@@ -7,9 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from google.protobuf import text_format
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tritonctl.repo_schema.schema import model_config_pb2
-from tritonctl.serve.backends.pytorch import PyTorchBackend, indexed, read_settings
+from tritonctl.repo_schema.modelfiles.pytorch import tensor_index as indexed
+from tritonctl.serve.backends.pytorch import PyTorchBackend, read_settings
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, ModelExecutionError
 from tritonctl.serve.core.errors import ServeError, Status
 
@@ -49,7 +52,15 @@ def backend(tmp_path, module, text: str = IO, kind: str = "KIND_CPU") -> PyTorch
 
 
 def test_indexed_names_follow_tritons_reading():
-    assert [indexed(n) for n in ("INPUT__0", "x__12", "x", "a__b__1", "x__")] == [0, 12, None, None, 0]
+    assert [indexed(n) for n in ("INPUT__0", "x__12", "x", "a__b__1", "x__", "x__\u0661", "in___0")] == \
+        [0, 12, None, None, 0, None, None]
+
+
+@given(st.text(min_size=1, max_size=12).filter(lambda n: "__" not in n and not n.endswith("_")),
+       st.integers(0, 10**6))
+def test_any_name_with_an_index_reads_back(name, index):
+    assert indexed(f"{name}__{index}") == index
+    assert indexed(name) is None
 
 
 def test_execution_failures_carry_tritons_texts(tmp_path):

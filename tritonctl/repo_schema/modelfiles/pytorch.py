@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import re
-
-INDEXED_NAME = re.compile(r"^.+__(\d+)$")
+DIGITS = frozenset("0123456789")
 
 
 def tensor_index(name: str) -> int | None:
-    """The index of a ``<name>__<index>`` tensor name; None when the name has no index."""
-    match = INDEXED_NAME.match(name)
-    return int(match.group(1)) if match else None
+    """The index of a ``<name>__<index>`` tensor name, read as Triton's PyTorch backend reads it:
+    what follows the first ``__``, when that is ASCII digits only (none reads as 0). None when
+    the name has no index."""
+    start = name.find("__")
+    if start < 0:
+        return None
+    rest = name[start + 2:]
+    return int(rest or 0) if DIGITS.issuperset(rest) else None
 
 
 def naming_style(names: list[str]) -> str:

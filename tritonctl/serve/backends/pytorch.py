@@ -22,6 +22,7 @@ import numpy as np
 
 from tritonctl.optional import MissingDependency, require
 from tritonctl.repo_schema.datatypes import DATATYPES
+from tritonctl.repo_schema.modelfiles.pytorch import tensor_index as indexed
 from tritonctl.repo_schema.rules.io import BACKEND_DATA_TYPES
 from tritonctl.repo_schema.schema import data_type_name
 from tritonctl.serve.backends.params import parse_bool, parse_int
@@ -107,16 +108,6 @@ def _set_thread_counts(torch, settings: Settings, model: str) -> None:
             except RuntimeError as exc:  # inter-op threads are fixed once torch ran parallel work
                 log.warning("model '%s': %s-op thread count %d not applied: %s", model, key, count, exc)
             _thread_counts_set[key] = count
-
-
-def indexed(name: str) -> int | None:
-    """The index of ``<name>__<index>`` the way Triton's backend reads it (after the first ``__``,
-    digits only), else None."""
-    start = name.find("__")
-    if start < 0:
-        return None
-    rest = name[start + 2:]
-    return int(rest or 0) if all(c.isdigit() for c in rest) else None
 
 
 def _rank(tensor, batching: bool) -> int:
