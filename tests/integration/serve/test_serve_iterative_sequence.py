@@ -161,7 +161,8 @@ def test_sequences_waiting_for_the_slot_run_in_turn(served):
 def test_a_reschedule_where_the_scheduler_cannot_reschedule_fails_with_tritons_text(served, model, sequence):
     [first, error] = stream(served, model, [2], 2, **sequence)
     assert first == 1
-    assert error.startswith("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE")
+    assert error.startswith("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is "
+                            "not configured to handle such a flag.")
 
 
 def test_a_sequence_that_idled_out_cannot_be_rescheduled(served, caplog):

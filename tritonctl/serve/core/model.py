@@ -320,8 +320,9 @@ class ModelVersion:
                 error = scheduler.released(request, rescheduled)
             elif rescheduled:
                 error = internal("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the "
-                                 f"model '{self.name}' is not configured to handle such a flag: set "
-                                 "sequence_batching { iterative_sequence: true }")
+                                 "model is not configured to handle such a flag. (Model "
+                                 f"'{self.name}' reschedules only with sequence_batching {{ iterative_sequence: "
+                                 "true }.)")
             else:
                 continue
             if error is not None:
