@@ -17,6 +17,8 @@ from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.backend_api import BackendLoadError, CompleteConfig
 from tritonctl.serve.core.confine import Escape, check_config
 
+SERVE = "SERVE"  # the code of what the server itself refuses in a config (not a validator rule)
+
 
 @dataclass
 class LoadedConfig:
@@ -28,7 +30,9 @@ class LoadedConfig:
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]
 
     def error_text(self) -> str:
-        return "; ".join(f"{d.code} {d.location}: {d.message}" for d in self.errors)
+        """The errors for a client: the server's own refusals (code SERVE) as they are, the validator's
+        with their code and place in the config."""
+        return "; ".join(d.message if d.code == SERVE else f"{d.code} {d.location}: {d.message}" for d in self.errors)
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +52,7 @@ def available_gpus() -> tuple[int, ...]:
 
 
 def _error(model_dir: Path, message: str) -> LoadedConfig:
-    return LoadedConfig(None, [Diagnostic("SERVE", Severity.ERROR, message, model_dir, model=model_dir.name)])
+    return LoadedConfig(None, [Diagnostic(SERVE, Severity.ERROR, message, model_dir, model=model_dir.name)])
 
 
 def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None,
