@@ -21,7 +21,7 @@ from helpers.triton_anchor import tritonserver_wrapper, unavailable_reason
 from tritonctl.analyzer.engine import free_ports
 from tritonctl.serve.tritonserver import TritonserverOptions, exit_status, tritonserver_command
 
-EXAMPLES = Path(__file__).parents[2] / "examples" / "model_repository"
+EXAMPLES = Path(__file__).parents[3] / "examples" / "model_repository"
 REASON = unavailable_reason()
 needs_triton = [pytest.mark.triton, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
