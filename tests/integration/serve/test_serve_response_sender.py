@@ -117,9 +117,37 @@ ONE_PRE_AND_ON_RETURN = (1, True, True, 0, False)
 ONE_ON_AND_POST_RETURN = (0, False, True, 1, True)
 
 
+# How an ordinary model's response sender answers misuse (texts measured on Triton 2.51), logged.
+ORDINARY_MISUSE = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+def attempt(action):
+    try:
+        action()
+        return "ok"
+    except pb_utils.TritonModelException as exc:
+        return str(exc)
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            response = pb_utils.InferenceResponse([pb_utils.Tensor("INDEX", np.array([[7]], np.uint16))])
+            final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+            notes = [attempt(lambda: sender.send(flags=final)), attempt(lambda: sender.send(response, flags=final)),
+                     attempt(lambda: sender.send(response)), attempt(lambda: sender.send(flags=final))]
+            pb_utils.Logger.log_warn("misuse notes: " + " | ".join(notes))
+        return None
+'''
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("response_sender") / "repo"
+    (repo / "ordinary_misuse" / "1").mkdir(parents=True)
+    (repo / "ordinary_misuse" / "1" / "model.py").write_text(ORDINARY_MISUSE)
+    (repo / "ordinary_misuse" / "config.pbtxt").write_text(CONFIG.format(name="ordinary_misuse", decoupled="false"))
     for name, decoupled, use_async in (("response_sender", "false", False), ("response_sender_async", "false", True),
                                        ("response_sender_decoupled", "true", False),
                                        ("response_sender_decoupled_async", "true", True)):
@@ -199,7 +227,8 @@ def test_a_returned_response_closes_the_response_sender(served, caplog):
 @pytest.mark.parametrize("model", ["response_sender", "response_sender_async"])
 def test_an_ordinary_model_cannot_send_the_final_flag_first(served, model):
     [message] = streamed(served, model, ZERO_PRE, decoupled=False)
-    assert "Non-decoupled model cannot send complete final before sending a response" in message
+    assert "Unable to send response. Non-decoupled model cannot send complete final before sending a response." \
+        in message
 
 
 def test_a_decoupled_model_that_returns_a_response_fails_the_request(served):
@@ -249,3 +278,13 @@ def test_decoupled_requests_each_responding_differently(served, model):
 def test_ordinary_requests_each_responding_differently(served, model):
     # Triton's test_non_decoupled_multiple_requests: one returned, one before return, one after
     assert streamed_together(served, model, [ON_RETURN, ONE_PRE, ONE_POST], decoupled=False) == [0, 1000, 2000]
+
+
+def test_an_ordinary_models_response_sender_refuses_misuse_with_tritons_texts(served, caplog):
+    assert streamed(served, "ordinary_misuse", ZERO_PRE, decoupled=False) == [7]
+    deadline = time.monotonic() + 10  # logged by the model just after its response
+    while "misuse notes" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ("misuse notes: Unable to send response. Non-decoupled model cannot send complete final before sending a "
+            "response. | ok | Unable to send response. Non-decoupled model cannot send more than one response. | "
+            "Unable to send response. Response sender has been closed.") in caplog.text

@@ -50,12 +50,13 @@ class InferenceResponseSender:
                                                 f"{type(response).__name__}")
         final = flags == FINAL
         with self._lock:
-            if not self._decoupled:  # one response, then the final flag (with it or alone), as Triton's stub
+            if not self._decoupled:  # one response, then the final flag (with it or alone); Triton's texts
                 if response is not None and self._sent:
-                    raise pb_utils.TritonModelException("Non-decoupled model cannot send more than one response")
+                    raise pb_utils.TritonModelException("Unable to send response. Non-decoupled model cannot send more "
+                                                        "than one response.")
                 if response is None and not self._sent:
-                    raise pb_utils.TritonModelException(
-                        "Non-decoupled model cannot send complete final before sending a response")
+                    raise pb_utils.TritonModelException("Unable to send response. Non-decoupled model cannot send "
+                                                        "complete final before sending a response.")
             if self._closed:
                 raise pb_utils.TritonModelException("Unable to send response. Response sender has been closed.")
             self._closed = final
