@@ -63,6 +63,10 @@ ENSEMBLES = {
         step("optional_identity", BOTH, {"OUTPUT0": "internal_output0", "OUTPUT1": "internal_output1"}),
         step("optional_identity", {"INPUT0": "internal_output0", "INPUT1": "internal_output1"},
              {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"})),
+    # two independent steps: a request for OUTPUT0 only runs the first (Triton prunes the other)
+    "two_branches": ensemble("two_branches",
+        step("branch_a", {"INPUT0": "INPUT0"}, {"OUTPUT0": "OUTPUT0"}),
+        step("branch_b", {"INPUT1": "INPUT1"}, {"OUTPUT1": "OUTPUT1"})),
     # the statistics case, over a composing model of its own
     "stats_ensemble": ensemble("stats_ensemble", step(
         "stats_identity", BOTH, {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"})),
@@ -72,7 +76,7 @@ ENSEMBLES = {
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("optional_input") / "repo"
-    for name in ("identity_2_float32", "optional_identity", "stats_identity"):
+    for name in ("identity_2_float32", "optional_identity", "stats_identity", "branch_a", "branch_b"):
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "1" / "model.py").write_text(OPTIONAL_IDENTITY)
         (repo / name / "config.pbtxt").write_text(f'name: "{name}"\n' + IDENTITY)
@@ -137,3 +141,12 @@ def test_an_ensemble_reports_one_execution_per_request_with_its_batch_size(serve
     # the ensemble's compute times are its steps' (here one step per request), summed
     assert ensemble["inference_stats"]["compute_infer"] == composing["inference_stats"]["compute_infer"]
     assert composing["inference_stats"]["success"]["count"] == "4"
+
+
+def test_steps_no_requested_output_depends_on_do_not_run(served):
+    result = infer(served, grpcclient, "two_branches", ("INPUT0", "INPUT1"), ("OUTPUT0",))
+    assert np.array_equal(result.as_numpy("OUTPUT0"), DATA["INPUT0"]) and result.as_numpy("OUTPUT1") is None
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    counts = {name: client.get_inference_statistics(name, "1", as_json=True)["model_stats"][0].get("execution_count", "0")
+              for name in ("branch_a", "branch_b")}
+    assert counts == {"branch_a": "1", "branch_b": "0"}

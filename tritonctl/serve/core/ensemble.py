@@ -1,7 +1,8 @@
 """Ensembles (serving_protocol.md B.9): each request runs as a dataflow over the composing
 models. A step is queued on its model's own scheduler (so ensemble traffic is batched with that
 model's other requests) as soon as every tensor its ``input_map`` names exists; when no step
-can run any more, the request is answered with the requested ensemble outputs.
+can run any more, the request is answered with the requested ensemble outputs. Steps that no
+requested output depends on do not run (Triton's pruning).
 
 As in Triton's ensemble scheduler, an optional ensemble input the request leaves out, and a step
 output its model did not produce, exist as placeholders: a step runs without them (its model's
@@ -39,7 +40,38 @@ class EnsembleVersion(ModelVersion):
             except ServeError as exc:
                 raise BackendLoadError(f"ensemble '{self.name}' depends on '{step.model}' which is not available: "
                                        f"{exc.message}") from None
+        self._producer = {tensor: i for i, step in enumerate(self.steps) for tensor in step.output_map.values()}
+        self._needed: dict[frozenset[str], list[int]] = {}  # requested outputs -> the steps that run
         self.scheduler = EnsembleScheduler(self, resolve)
+
+    def steps_for(self, wanted: frozenset[str]) -> list[int]:
+        """The steps a request for the ensemble outputs ``wanted`` runs: Triton prunes a step
+        once none of its outputs is wanted, and then the tensors only it consumed."""
+        needed = self._needed.get(wanted)
+        if needed is None:
+            consumers: dict[str, set[int]] = {}
+            for i, step in enumerate(self.steps):
+                for tensor in step.input_map.values():
+                    consumers.setdefault(tensor, set()).add(i)
+            unwanted_outputs = {i: len(step.output_map) for i, step in enumerate(self.steps)}
+            ignored = {name for name in self.outputs if name not in wanted}
+            pruned: set[int] = set()
+            while ignored:
+                newly: set[str] = set()
+                for tensor in ignored:
+                    index = self._producer.get(tensor)
+                    if index is None or index in pruned:
+                        continue
+                    unwanted_outputs[index] -= 1
+                    if unwanted_outputs[index] == 0:
+                        pruned.add(index)
+                        for source in self.steps[index].input_map.values():
+                            consumers[source].discard(index)
+                            if not consumers[source]:
+                                newly.add(source)
+                ignored = newly
+            needed = self._needed[wanted] = [i for i in range(len(self.steps)) if i not in pruned]
+        return needed
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop accepting and wait for the requests in flight (their steps run on other models)."""
@@ -117,7 +149,9 @@ class Run:
             if spec.optional and name not in self.tensors:
                 self.tensors[name] = None
         self.compute = [0, 0, 0]  # the steps' compute input, infer and output times, summed
-        self.waiting = list(range(len(self.ensemble.steps)))
+        wanted = frozenset(o.name for o in request.requested_outputs) if request.requested_outputs is not None \
+            else frozenset(self.ensemble.all_outputs)
+        self.waiting = self.ensemble.steps_for(wanted)
         self.running = 0
         self.failed = False
         self.lock = threading.Lock()
