@@ -45,8 +45,9 @@ class EnsembleVersion(ModelVersion):
         self.scheduler = EnsembleScheduler(self, resolve)
 
     def steps_for(self, wanted: frozenset[str]) -> list[int]:
-        """The steps a request for the ensemble outputs ``wanted`` runs: Triton prunes a step
-        once none of its outputs is wanted, and then the tensors only it consumed."""
+        """The steps a request for the ensemble outputs ``wanted`` runs: as Triton does, a step is
+        pruned once none of its outputs is wanted (requested, or consumed by a step that runs),
+        and then the tensors only it consumed."""
         needed = self._needed.get(wanted)
         if needed is None:
             consumers: dict[str, set[int]] = {}
@@ -54,7 +55,8 @@ class EnsembleVersion(ModelVersion):
                 for tensor in step.input_map.values():
                     consumers.setdefault(tensor, set()).add(i)
             unwanted_outputs = {i: len(step.output_map) for i, step in enumerate(self.steps)}
-            ignored = {name for name in self.outputs if name not in wanted}
+            # a tensor is ignored when no one wants it: not requested, and no step left consumes it
+            ignored = {name for name in self.outputs if name not in wanted and not consumers.get(name)}
             pruned: set[int] = set()
             while ignored:
                 newly: set[str] = set()
@@ -67,7 +69,7 @@ class EnsembleVersion(ModelVersion):
                         pruned.add(index)
                         for source in self.steps[index].input_map.values():
                             consumers[source].discard(index)
-                            if not consumers[source]:
+                            if not consumers[source] and source not in wanted:
                                 newly.add(source)
                 ignored = newly
             needed = self._needed[wanted] = [i for i in range(len(self.steps)) if i not in pruned]
