@@ -60,10 +60,10 @@ def test_a_registered_backend_is_created_with_its_load_request(tmp_path):
     instance = backends.create(LoadRequest(config, tmp_path, tmp_path / "1", InstanceSpec("m_0", "KIND_CPU"), host))
     assert isinstance(instance, Echo) and instance.host is host and instance.instance.name == "m_0"
     assert backends.complete_config(config, tmp_path).backend == "done"
-    with pytest.raises(BackendLoadError, match="backend 'tensorrt'; tritonctl serve runs 'echo' models"):
-        backends.create(LoadRequest(model_config_pb2().ModelConfig(name="m", backend="tensorrt"), tmp_path,
+    with pytest.raises(BackendLoadError, match="backend 'tensorflow'; tritonctl serve runs 'echo' models"):
+        backends.create(LoadRequest(model_config_pb2().ModelConfig(name="m", backend="tensorflow"), tmp_path,
                                     tmp_path / "1", InstanceSpec("m_0", "KIND_CPU"), host))
 
 
-def test_the_runtime_registers_onnxruntime_pytorch_and_python():
-    assert registry().names() == ["onnxruntime", "pytorch", "python"]
+def test_the_runtime_registers_onnxruntime_pytorch_tensorrt_and_python():
+    assert registry().names() == ["onnxruntime", "pytorch", "tensorrt", "python"]

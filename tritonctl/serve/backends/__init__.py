@@ -18,6 +18,12 @@ def _pytorch(load: LoadRequest):
     return PyTorchBackend(load.config, load.version_dir, load.instance)
 
 
+def _tensorrt(load: LoadRequest):
+    from tritonctl.serve.backends.tensorrt import TensorRTBackend
+
+    return TensorRTBackend(load.config, load.version_dir, load.instance)
+
+
 def _python(load: LoadRequest):
     from tritonctl.serve.backends.python import PythonBackend
 
@@ -31,8 +37,9 @@ def _python_complete_config(config, model_dir):
 
 
 def registry() -> BackendRegistry:
-    """Every backend tritonctl serve runs: onnxruntime, pytorch (TorchScript, with torch installed)
-    and python (with its auto-complete)."""
+    """Every backend tritonctl serve runs: onnxruntime, pytorch (TorchScript, with torch installed),
+    tensorrt (plans, with the tensorrt extra and a GPU) and python (with its auto-complete)."""
     return BackendRegistry([BackendType("onnxruntime", _onnxruntime),
                             BackendType("pytorch", _pytorch),
+                            BackendType("tensorrt", _tensorrt),
                             BackendType("python", _python, _python_complete_config)])

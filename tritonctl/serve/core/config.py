@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -36,19 +34,30 @@ class LoadedConfig:
 
 
 @lru_cache(maxsize=1)
-def available_gpus() -> tuple[int, ...]:
-    """GPU ids usable by onnxruntime here: none unless its CUDA provider and a driver exist."""
+def _driver_gpus() -> tuple[int, ...]:
+    from tritonctl.repo_schema.gpus import local_gpus
+
+    return tuple(range(local_gpus().count))
+
+
+@lru_cache(maxsize=1)
+def _onnxruntime_has_cuda() -> bool:
     if import_error("onnxruntime") is not None:
-        return ()
+        return False
     import onnxruntime
 
-    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers() or not shutil.which("nvidia-smi"):
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+def available_gpus(backend: str) -> tuple[int, ...]:
+    """GPU ids a model of ``backend`` may use here: the devices the driver shows (nvidia-smi, within
+    CUDA_VISIBLE_DEVICES). An onnxruntime model sees them only with onnxruntime's CUDA build, so
+    without it its instances default to the CPU; whether a PyTorch or TensorRT model can use them
+    is its backend's to say when it loads."""
+    gpus = _driver_gpus()
+    if gpus and backend == "onnxruntime" and not _onnxruntime_has_cuda():
         return ()
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return tuple(range(sum(1 for line in listing.splitlines() if line.startswith("GPU "))))
+    return gpus
 
 
 def _error(model_dir: Path, message: str) -> LoadedConfig:
@@ -78,7 +87,10 @@ def _from_disk(model_dir: Path, config_name: str | None) -> LoadedConfig:
     from tritonctl.repo_schema.validate import default_options, validate_paths
 
     try:
-        config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus())
+        gpus = _driver_gpus()
+        config, diagnostics = effective_config(model_dir, config_name, gpus=gpus)
+        if config is not None and available_gpus(config.backend) != gpus:  # this backend cannot use them
+            config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus(config.backend))
         # The server runs a Python model's auto_complete_config itself (_complete_python).
         options = dataclasses.replace(default_options(), model_code=ModelCodePolicy(run=False))
         checked = validate_paths([model_dir], config_name, options=options).diagnostics
@@ -125,7 +137,7 @@ def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
         diagnostics.append(Diagnostic(code, code_info(code).severity, message, model_dir, None, hint, model_dir.name))
 
     config = core_normalize(message, model_dir)
-    autocomplete.normalize_instance_groups(config, available_gpus(), report)
+    autocomplete.normalize_instance_groups(config, available_gpus(config.backend), report)
     if config.backend == "onnxruntime":
         autocomplete.autocomplete_onnxruntime(config, autocomplete.model_version_dir(model_dir, None), report)
     return LoadedConfig(core_normalize(config, model_dir), diagnostics)
