@@ -9,7 +9,7 @@ MLP as ONNX on the onnxruntime backend behind the same front end.
 The model is bench_serve.py's mlp (256 -> H -> H -> 256, Linear+ReLU; H = --hidden, 1024 there),
 served with dynamic batching (max_batch_size 32, max_queue_delay 500 us) on one CPU instance:
 as TorchScript with torch's default intra-op threads and, in a second server process (the count
-is process-wide), with INTRA_OP_THREAD_COUNT 1; and as ONNX (torch.onnx.export of the same
+is process-wide), with INTRA_OP_THREAD_COUNT 1 on one and on two instances; and as ONNX (torch.onnx.export of the same
 weights) in the first server. Each server idles while another is measured. Load: `tritonctl
 perf`'s load generator (batch-1 requests, this process) at each concurrency. The in-process
 limit: the scripted module called under torch.inference_mode in a fresh process, at batch 1, 8,
@@ -47,6 +47,7 @@ ONE_THREAD = 'parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1
 # model -> (server process, label)
 MODELS = {"mlp_pt": ("default", "TorchScript, torch's threads"),
           "mlp_pt_1thread": ("one-thread", "TorchScript, 1 intra-op thread"),
+          "mlp_pt_1thread_x2": ("one-thread", "TorchScript, 1 thread, 2 instances"),
           "mlp_onnx": ("default", "ONNX (onnxruntime backend)")}
 
 
@@ -56,10 +57,12 @@ def make_repo(repo: Path, hidden: int) -> Path:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
                               torch.nn.ReLU(), torch.nn.Linear(hidden, 256)).eval()
-    for name, extra in (("mlp_pt", ""), ("mlp_pt_1thread", ONE_THREAD)):
+    for name, extra, count in (("mlp_pt", "", 1), ("mlp_pt_1thread", ONE_THREAD, 1),
+                               ("mlp_pt_1thread_x2", ONE_THREAD, 2)):
         (repo / name / "1").mkdir(parents=True)
         torch.jit.script(mlp).save(str(repo / name / "1" / "model.pt"))
-        (repo / name / "config.pbtxt").write_text(CONFIG.format(backend="pytorch", output="y__0", extra=extra))
+        config = CONFIG.format(backend="pytorch", output="y__0", extra=extra)
+        (repo / name / "config.pbtxt").write_text(config.replace("count: 1", f"count: {count}"))
     (repo / "mlp_onnx" / "1").mkdir(parents=True)
     torch.onnx.export(mlp, (torch.randn(2, 256),), str(repo / "mlp_onnx" / "1" / "model.onnx"), input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
