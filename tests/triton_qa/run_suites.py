@@ -1,0 +1,342 @@
+"""Run Triton's own QA suites (``qa/`` of triton-inference-server/server, copied under
+``upstream/``) against ``tritonctl serve`` and, where it is set up, against the real Triton 2.51
+of ``../shared/anchors``, and tabulate the outcome of every case.
+
+Per suite, as its ``test.sh`` does: the model repository is built in a temporary directory
+(Python models stand in for Triton's C++ identity backend and its ONNX identity models), one
+fresh server is started on free ports (the staged copies of the tests get them in place of the
+8000/8001/8002 they hardcode), the suite's unittest cases run with unittest (as test.sh runs them) with the environment variables they read, and the
+server is stopped. Cases that need a GPU, CUDA shared memory, a C++ backend or Triton's
+internals are not run and are counted as not applicable, with the reason.
+
+    python tests/triton_qa/run_suites.py                       # every suite, both servers
+    python tests/triton_qa/run_suites.py L0_nan_inf --engine tritonctl
+    python tests/triton_qa/run_suites.py --markdown docs/qa_table.md --json results.json
+
+Exit status 0 when every case the real Triton passes (or, without it, every applicable case)
+passes on ``tritonctl serve`` too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+sys.path.insert(0, str(HERE))
+
+from suites import SUITES, Phase, Suite  # noqa: E402
+
+UPSTREAM_PORTS = (8000, 8001, 8002)  # what the tests hardcode: localhost:8000 / :8001 / :8002
+PORT_PATTERN = re.compile(r"(?<=:)(8000|8001|8002)\b")
+ENGINES = ("tritonctl", "triton")
+# Triton's QA clients run with numpy 1.x (some tests use np.NINF, np.object); a virtualenv with
+# numpy<2, tritonclient[all], pytest, pytest-timeout and requests, made once (see README.md).
+CLIENT_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonctl-qa-client"
+
+
+def default_client_python() -> str:
+    if os.environ.get("QA_CLIENT_PYTHON"):
+        return os.environ["QA_CLIENT_PYTHON"]
+    candidate = CLIENT_VENV / "bin" / "python"
+    return str(candidate) if candidate.is_file() else sys.executable
+
+
+@dataclass
+class CaseResult:
+    outcome: str  # passed | failed | error | skipped | not_applicable
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class SuiteRun:
+    suite: str
+    engine: str
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    problem: str = ""  # why nothing ran (server did not start, engine absent)
+    seconds: float = 0.0
+
+
+def _free_ports() -> tuple[int, int, int]:
+    from tritonctl.analyzer.engine import free_ports
+    return tuple(free_ports(3))
+
+
+def _ready(port: int, timeout_s: float, process: subprocess.Popen) -> bool:
+    """Wait until the server answers /v2/health/live (ready may stay false on purpose in
+    suites whose repository holds a model that must fail to load)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        for path in ("/v2/health/ready", "/v2/health/live"):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+                    if answer.status == 200 and path.endswith("ready"):
+                        return True
+                    if answer.status == 200 and time.monotonic() > deadline - timeout_s / 2:
+                        return True  # live but not ready after half the wait: the repository has a broken model
+            except OSError:
+                pass
+        time.sleep(0.5)
+    return False
+
+
+class Server:
+    """One server process on PORTS, stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, engine: str, repository: Path, suite: Suite, phase: Phase, log: Path,
+                 ports: tuple[int, int, int]):
+        self.engine, self.repository, self.suite, self.phase, self.log, self.ports = (
+            engine, repository, suite, phase, log, ports)
+        self.process: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        http, grpc, metrics = self.ports
+        if self.engine == "tritonctl":
+            return [sys.executable, "-m", "tritonctl", "serve", str(self.repository), "--http-port", str(http),
+                    "--grpc-port", str(grpc), "--metrics-port", str(metrics), *self.phase.tritonctl_args]
+        from helpers.triton_anchor import tritonserver_wrapper
+        wrapper = tritonserver_wrapper(self.log.parent)
+        return [str(wrapper), f"--model-repository={self.repository}", f"--http-port={http}",
+                f"--grpc-port={grpc}", f"--metrics-port={metrics}", *self.phase.triton_args]
+
+    def __enter__(self) -> "Server":
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            cwd=self.repository.parent, start_new_session=True)
+        if not _ready(self.ports[0], self.suite.start_timeout_s, self.process):
+            self.__exit__()
+            tail = self.log.read_text(errors="replace").splitlines()[-15:]
+            raise RuntimeError(f"{self.engine} did not come up on {self.ports}:\n" + "\n".join(tail))
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        for region in Path("/dev/shm").glob(f"tritonctl_{self.process.pid}_*"):
+            region.unlink(missing_ok=True)
+
+
+def _engine_absent(engine: str) -> str | None:
+    if engine == "tritonctl":
+        return None
+    from helpers.triton_anchor import unavailable_reason
+    return unavailable_reason()
+
+
+def _read_cases(report: Path) -> dict[str, CaseResult]:
+    if not report.is_file():
+        return {}
+    try:
+        found = json.loads(report.read_text() or "{}")
+    except ValueError:
+        return {}
+    return {name: CaseResult(case["outcome"], _first_line(case["message"]), case["seconds"])
+            for name, case in found.items()}
+
+
+def _first_line(text: str) -> str:
+    """The line of an assertion message that says what differed, short."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines)[:400]
+
+
+def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
+    """A copy of the suite's test files beside ../common, as in Triton's qa/ tree; returns the
+    suite's directory (the tests' working directory). The copies' hardcoded ports 8000/8001/8002
+    become the free ports of this run, so that runs never collide with another server."""
+    shutil.copytree(HERE / "upstream" / "common", workdir / "common")
+    suite_dir = workdir / suite.name
+    shutil.copytree(HERE / "upstream" / suite.name, suite_dir)
+    mapping = dict(zip(map(str, UPSTREAM_PORTS), map(str, ports)))
+    for source in [*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py")]:
+        text = source.read_text()
+        moved = PORT_PATTERN.sub(lambda match: mapping[match.group(1)], text)
+        if moved != text:
+            source.write_text(moved)
+    return suite_dir
+
+
+def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python: str | None = None) -> SuiteRun:
+    run = SuiteRun(suite.name, engine)
+    absent = _engine_absent(engine)
+    if absent:
+        run.problem = absent
+        return run
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix=f"qa-{suite.name}-{engine}-"))
+    try:
+        for index, phase in enumerate(suite.phases):
+            phase_dir = workdir / f"phase{index}"
+            ports = _free_ports()
+            suite_dir = _stage(suite, phase_dir, ports)
+            repository = suite_dir / "qa_models"
+            (phase.build or suite.build)(suite_dir, repository)
+            cases, problem = _run_phase(suite, phase, engine, phase_dir, suite_dir, repository, ports,
+                                        client_python or default_client_python())
+            prefix = f"[{phase.label}] " if phase.label else ""
+            run.cases.update({prefix + name: result for name, result in cases.items()})
+            if problem:
+                run.problem = "; ".join(filter(None, [run.problem, prefix + problem]))
+        for case, reason in suite.not_applicable.items():
+            run.cases[case] = CaseResult("not_applicable", reason)
+    finally:
+        run.seconds = time.monotonic() - started
+        if keep is not None:
+            shutil.copytree(workdir, keep / f"{suite.name}-{engine}", dirs_exist_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return run
+
+
+def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_dir: Path, repository: Path,
+               ports: tuple[int, int, int], client_python: str) -> tuple[dict[str, CaseResult], str]:
+    """One server, one pytest run of the phase's test files; the cases' outcomes and what went
+    wrong around them (the server did not start, the run timed out)."""
+    prefix = f"[{phase.label}] " if phase.label else ""
+    report = phase_dir / "cases.json"
+    tests = phase.tests or suite.tests
+    skip = [case.removeprefix(prefix) for case in suite.not_applicable
+            if case.startswith(prefix) or not case.startswith("[")]
+    command = [client_python, str(HERE / "unittest_driver.py"), str(report), str(suite.case_timeout_s), *tests,
+               "--skip", *skip]
+    env = {**os.environ, "TRITONSERVER_IPADDR": "localhost", "PYTHONPATH": str(phase_dir / "common"),
+           **suite.env, **phase.env}
+    env.pop("PYTHONHOME", None)
+    problem = ""
+    try:
+        with Server(engine, repository, suite, phase, phase_dir / f"{engine}.log", ports):
+            done = subprocess.run(command, cwd=suite_dir, env=env, capture_output=True, text=True,
+                                  timeout=suite.suite_timeout_s)
+    except RuntimeError as exc:
+        return {}, str(exc)
+    except subprocess.TimeoutExpired as exc:
+        problem = f"the suite ran past {suite.suite_timeout_s} s"
+        done = subprocess.CompletedProcess(command, -1, exc.stdout or "", exc.stderr or "")
+    output = (done.stdout or "") + (done.stderr or "")
+    output = output if isinstance(output, str) else output.decode(errors="replace")
+    (phase_dir / "pytest.out").write_text(output)
+    cases = _read_cases(report)
+    if not cases and not problem:
+        problem = "no case ran: " + _first_line(output[-3000:])
+    return cases, problem
+
+
+# ---------------------------------------------------------------- tables
+
+
+def summarize(runs: list[SuiteRun]) -> list[dict]:
+    by_suite: dict[str, dict[str, SuiteRun]] = {}
+    for run in runs:
+        by_suite.setdefault(run.suite, {})[run.engine] = run
+    rows = []
+    for name, engines in by_suite.items():
+        ours = engines.get("tritonctl")
+        real = engines.get("triton")
+        names = sorted(set().union(*(run.cases for run in engines.values())))
+        count = lambda run, outcome: sum(1 for c in run.cases.values() if c.outcome == outcome) if run else None
+        real_passed = {c for c in names if real and c in real.cases and real.cases[c].outcome == "passed"}
+        ours_cases = ours.cases if ours else {}
+        goal = real_passed if real and not real.problem and real.cases else {
+            c for c in names if ours_cases.get(c, CaseResult("")).outcome != "not_applicable"}
+        rows.append({
+            "suite": name, "cases": len(names),
+            "not_applicable": count(ours, "not_applicable") or 0,
+            "passed": count(ours, "passed"), "failed": count(ours, "failed"), "errors": count(ours, "error"),
+            "skipped": count(ours, "skipped"),
+            "triton_passed": len(real_passed) if real and not real.problem else None,
+            "goal": len(goal), "goal_passed": sum(1 for c in goal if ours_cases.get(c, CaseResult("")).outcome == "passed"),
+            "problems": {engine: run.problem for engine, run in engines.items() if run.problem},
+            "differences": [
+                {"case": c, "tritonctl": ours_cases[c].outcome, "message": ours_cases[c].message,
+                 "triton": real.cases[c].outcome if real and c in real.cases else None,
+                 "triton_message": real.cases[c].message if real and c in real.cases else ""}
+                for c in names if c in ours_cases and ours_cases[c].outcome not in ("passed", "not_applicable")],
+            "not_applicable_cases": {c: r.message for c, r in ours_cases.items() if r.outcome == "not_applicable"},
+        })
+    return rows
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [f"Run {date}: `{command}`", "",
+           "| suite | cases | n/a | passed | failed | errors | skipped | real Triton passed | goal met |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v: "-" if v is None else str(v)
+    for row in rows:
+        out.append(f"| {row['suite']} | {row['cases']} | {row['not_applicable']} | {fmt(row['passed'])} | "
+                   f"{fmt(row['failed'])} | {fmt(row['errors'])} | {fmt(row['skipped'])} | "
+                   f"{fmt(row['triton_passed'])} | {row['goal_passed']}/{row['goal']} |")
+    total = lambda key: sum(row[key] or 0 for row in rows)
+    out.append(f"| **all** | {total('cases')} | {total('not_applicable')} | {total('passed')} | {total('failed')} | "
+               f"{total('errors')} | {total('skipped')} | {total('triton_passed')} | "
+               f"{total('goal_passed')}/{total('goal')} |")
+    out += ["", "Cases that did not pass on tritonctl serve (with the real Triton's outcome):", ""]
+    for row in rows:
+        for engine, problem in row["problems"].items():
+            out.append(f"- {row['suite']} ({engine}): {problem.splitlines()[0] if problem else ''}")
+        for diff in row["differences"]:
+            out.append(f"- {row['suite']} `{diff['case']}`: {diff['tritonctl']} (Triton: {diff['triton'] or '-'})"
+                       f" — {diff['message']}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suites", nargs="*", help="suite names (default: all)")
+    parser.add_argument("--engine", choices=[*ENGINES, "both"], default="both")
+    parser.add_argument("--json", type=Path, help="write every case's outcome here")
+    parser.add_argument("--markdown", type=Path, help="write the table here")
+    parser.add_argument("--keep", type=Path, help="keep each run's work directory (logs, report) here")
+    parser.add_argument("--client-python", default=default_client_python(),
+                        help="the Python that runs the test cases (default: %(default)s)")
+    args = parser.parse_args(argv)
+    chosen = [SUITES[name] for name in args.suites] if args.suites else list(SUITES.values())
+    engines = ENGINES if args.engine == "both" else (args.engine,)
+    runs = []
+    for suite in chosen:
+        for engine in engines:
+            run = run_suite(suite, engine, args.keep, args.client_python)
+            passed = sum(1 for c in run.cases.values() if c.outcome == "passed")
+            print(f"{suite.name:32} {engine:10} {passed}/{len(run.cases)} passed in {run.seconds:.0f} s"
+                  + (f"  [{run.problem.splitlines()[0]}]" if run.problem else ""), flush=True)
+            runs.append(run)
+    rows = summarize(runs)
+    command = "python tests/triton_qa/run_suites.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(rows, command.strip())
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps({"runs": [{"suite": r.suite, "engine": r.engine, "problem": r.problem,
+                                                   "seconds": round(r.seconds, 1),
+                                                   "cases": {c: vars(v) for c, v in r.cases.items()}} for r in runs],
+                                         "rows": rows}, indent=1))
+    return 0 if all(row["goal_passed"] == row["goal"] and not row["problems"].get("tritonctl") for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The QA suites run_suites.py knows: which upstream test files run, how each suite's model
+repository is built (as its test.sh builds it, with Python models where Triton uses its C++
+identity backend or ONNX identity models), the server options, and the cases that cannot apply
+on a CPU-only machine without Triton's C++ backends, each with its reason."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+UPSTREAM = Path(__file__).resolve().parent / "upstream"
+PYTHON_MODELS = UPSTREAM / "python_models"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One server start of a suite (test.sh restarts the server with other options between
+    some runs); its cases are reported as '[label] Class.test'."""
+
+    label: str = ""
+    tests: tuple[str, ...] = ()  # default: the suite's
+    tritonctl_args: tuple[str, ...] = ()
+    triton_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    build: Callable[[Path, Path], None] | None = None  # default: the suite's
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    tests: tuple[str, ...]
+    build: Callable[[Path, Path], None]  # (staged suite directory, repository to create)
+    phases: tuple[Phase, ...] = (Phase(),)
+    not_applicable: dict[str, str] = field(default_factory=dict)  # "[label] Class.test" -> reason
+    env: dict[str, str] = field(default_factory=dict)
+    case_timeout_s: int = 120
+    suite_timeout_s: int = 900
+    start_timeout_s: float = 120
+
+
+EXPLICIT_ALL = ("--model-control-mode", "explicit", "--load-model", "*")
+TRITON_EXPLICIT_ALL = ("--model-control-mode=explicit", "--load-model=*")
+
+
+def copy_model(source: Path, repository: Path, name: str | None = None, version: str = "1",
+               config_edit: Callable[[str], str] | None = None) -> Path:
+    """A model directory from ``source``: its config.pbtxt (renamed and edited as test.sh's
+    sed does) and its model.py, put into version ``version`` as Triton's layout wants."""
+    name = name or source.name
+    target = repository / name
+    (target / version).mkdir(parents=True, exist_ok=True)
+    config = (source / "config.pbtxt").read_text()
+    if name != source.name:
+        config = config.replace(f'name: "{source.name}"', f'name: "{name}"')
+    if config_edit:
+        config = config_edit(config)
+    (target / "config.pbtxt").write_text(config)
+    model = source / "model.py" if (source / "model.py").is_file() else source / "1" / "model.py"
+    shutil.copy(model, target / version / "model.py")
+    return target
+
+
+def python_model(name: str) -> Path:
+    return PYTHON_MODELS / name
+
+
+# ------------------------------------------------------------ L0_input_validation
+
+def build_input_validation(suite_dir: Path, repository: Path) -> None:
+    """test.sh serves ./models as they are; the three models share one model.py (upstream has
+    three copies with the same body)."""
+    model = suite_dir / "models" / "input_optional" / "1" / "model.py"
+    for name in ("input_all_optional", "input_all_required", "input_optional"):
+        target = repository / name
+        (target / "1").mkdir(parents=True)
+        shutil.copy(suite_dir / "models" / name / "config.pbtxt", target / "config.pbtxt")
+        shutil.copy(model, target / "1" / "model.py")
+
+
+INPUT_VALIDATION = Suite(
+    name="L0_input_validation",
+    tests=("input_validation_test.py",),
+    build=build_input_validation,
+    not_applicable={
+        "InputShapeTest.test_input_shape_validation":
+            "needs 'pt_identity', a libtorch (C++ PyTorch backend) model from input_shape_validation_test.py's "
+            "setup; the real Triton here has only the Python backend",
+    },
+)
+
+
+
+def build_as_is(models: str) -> Callable[[Path, Path], None]:
+    """test.sh serves the suite's own ``models`` directory unchanged."""
+    def build(suite_dir: Path, repository: Path) -> None:
+        shutil.copytree(suite_dir / models, repository)
+    return build
+
+
+# ------------------------------------------------------------ L0_nan_inf
+
+NAN_INF = Suite(name="L0_nan_inf", tests=("nan_inf_test.py",), build=build_as_is("models"))
+
+
+# ------------------------------------------------------------ L0_parameters
+
+def build_parameters(suite_dir: Path, repository: Path) -> None:
+    """model_repository/ as test.sh makes it; its 'identity' step uses Triton's C++ identity
+    backend, here the Python identity model (identity_fp32's model.py) with the same config."""
+    shutil.copytree(suite_dir / "model_repository", repository)
+    (repository / "ensemble" / "1").mkdir(exist_ok=True)
+    identity = repository / "identity"
+    (identity / "1").mkdir(exist_ok=True)
+    config = identity / "config.pbtxt"
+    config.write_text(config.read_text().replace('backend: "identity"', 'backend: "python"'))
+    shutil.copy(python_model("identity_fp32") / "model.py", identity / "1" / "model.py")
+
+
+HEADER_PATTERN = ("--grpc-header-forward-pattern=my_header.*", "--http-header-forward-pattern=my_header.*")
+
+PARAMETERS = Suite(
+    name="L0_parameters",
+    tests=("parameters_test.py",),
+    build=build_parameters,
+    phases=(
+        Phase("params", tritonctl_args=("--exit-timeout-secs", "120"), triton_args=("--exit-timeout-secs=120",)),
+        # tritonctl serve has no header forwarding option: it is started without one, so the
+        # headers the cases expect in the parameters are absent.
+        Phase("headers", env={"TEST_HEADER": "1"}, tritonctl_args=("--exit-timeout-secs", "120"),
+              triton_args=("--exit-timeout-secs=120", *HEADER_PATTERN)),
+    ),
+)
+
+
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (
+    INPUT_VALIDATION,
+    NAN_INF,
+    PARAMETERS,
+)}
