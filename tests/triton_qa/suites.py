@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
+STANDINS = Path(__file__).resolve().parent / "standins"
 PYTHON_MODELS = UPSTREAM / "python_models"
 
 
@@ -134,8 +135,88 @@ PARAMETERS = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_request_cancellation
+
+def identity_standin(repository: Path, name: str, config: str) -> None:
+    """A model whose test.sh config names Triton's C++ identity backend: the same config on
+    the Python backend, run by the stand-in identity model (standins/identity)."""
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "config.pbtxt").write_text(config.replace('backend: "identity"', 'backend: "python"'))
+    shutil.copy(STANDINS / "identity" / "model.py", repository / name / "1" / "model.py")
+
+
+def _io(data_type: str) -> str:
+    return (f'input [{{ name: "INPUT0" \n data_type: {data_type} \n dims: [ -1 ] }}]\n'
+            f'output [{{ name: "OUTPUT0" \n data_type: {data_type} \n dims: [ -1 ] }}]\n').replace("\\n", "\n")
+
+
+def build_request_cancellation(suite_dir: Path, repository: Path) -> None:
+    """The 'End-to-end scheduler tests' repository of test.sh, config for config."""
+    delay = 'parameters [{ key: "execute_delay_ms" \n value: { string_value: "6000" } }]\n'
+    one_instance = "instance_group [{ count: 1 \n kind: KIND_CPU }]\n"
+    identity_standin(repository, "dynamic_batch", 'name: "dynamic_batch"\nbackend: "identity"\nmax_batch_size: 2\n'
+                     + _io("TYPE_FP32") + one_instance
+                     + "dynamic_batching { max_queue_delay_microseconds: 600000 }\n" + delay)
+    identity_standin(repository, "sequence_direct", 'name: "sequence_direct"\nbackend: "identity"\nmax_batch_size: 1\n'
+                     + _io("TYPE_FP32") + one_instance
+                     + "sequence_batching { direct { } \n max_sequence_idle_microseconds: 6000000 }\n" + delay)
+    identity_standin(repository, "sequence_oldest", 'name: "sequence_oldest"\nbackend: "identity"\nmax_batch_size: 1\n'
+                     + _io("TYPE_FP32") + one_instance
+                     + "sequence_batching { oldest { max_candidate_sequences: 1 } \n"
+                       " max_sequence_idle_microseconds: 6000000 }\n" + delay)
+    ensemble = repository / "ensemble_model"
+    (ensemble / "1").mkdir(parents=True)
+    (ensemble / "config.pbtxt").write_text(
+        'name: "ensemble_model"\nplatform: "ensemble"\nmax_batch_size: 1\n' + _io("TYPE_FP32")
+        + "ensemble_scheduling { step [\n"
+        '{ model_name: "dynamic_batch" \n model_version: -1 \n input_map { key: "INPUT0" \n value: "INPUT0" } \n'
+        ' output_map { key: "OUTPUT0" \n value: "out" } },\n'
+        '{ model_name: "dynamic_batch" \n model_version: -1 \n input_map { key: "INPUT0" \n value: "out" } \n'
+        ' output_map { key: "OUTPUT0" \n value: "OUTPUT0" } }\n'
+        "] }\n")
+
+
+REQUEST_CANCELLATION = Suite(
+    name="L0_request_cancellation",
+    tests=("scheduler_test.py",),
+    build=build_request_cancellation,
+    phases=(Phase(tritonctl_args=("--log-verbose", "2"), triton_args=("--log-verbose=2",)),),
+    not_applicable={},
+)
+
+
+# ------------------------------------------------------------ L0_optional_input
+
+def build_optional_input(suite_dir: Path, repository: Path) -> None:
+    """./models as test.sh serves it; identity_2_float32 names the C++ identity backend."""
+    shutil.copytree(suite_dir / "models", repository)
+    for name in ("ensemble_identity_2_float32", "pipeline_identity_2_float32", "optional_connecting_tensor"):
+        (repository / name / "1").mkdir(exist_ok=True)
+    config = (repository / "identity_2_float32" / "config.pbtxt").read_text()
+    shutil.rmtree(repository / "identity_2_float32")
+    identity_standin(repository, "identity_2_float32", config)
+
+
+OPTIONAL_INPUT_CASES = ("test_all_inputs", "test_optional_same_input", "test_optional_mix_inputs",
+                        "test_optional_mix_inputs_2", "test_ensemble_all_inputs", "test_ensemble_optional_same_input",
+                        "test_ensemble_optional_mix_inputs", "test_ensemble_optional_mix_inputs_2",
+                        "test_ensemble_optional_pipeline", "test_ensemble_optional_connecting_tensor")
+
+OPTIONAL_INPUT = Suite(
+    name="L0_optional_input",
+    tests=("optional_input_test.py",),
+    build=build_optional_input,
+    # test.sh restarts the server for every case, to start from clear statistics.
+    phases=tuple(Phase(tests=(f"optional_input_test.py::OptionalInputTest::{case}",),
+                       tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",))
+                 for case in OPTIONAL_INPUT_CASES),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
     PARAMETERS,
+    REQUEST_CANCELLATION,
+    OPTIONAL_INPUT,
 )}

@@ -1,0 +1,83 @@
+"""Triton's own QA test files (tests/triton_qa/upstream, third-party sources) against
+``tritonctl serve``: a fast subset of what tests/triton_qa/run_suites.py runs, each suite's
+repository built as its test.sh builds it and served by a fresh ``python -m tritonctl serve``,
+its unittest cases run unchanged in their assertions. The full run, with the real Triton beside
+it, is in docs/compatibility.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+QA = Path(__file__).resolve().parents[1] / "triton_qa"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, QA / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _missing_client_modules() -> str | None:
+    for module in ("tritonclient.grpc", "tritonclient.http", "tritonclient.grpc.aio", "tritonclient.http.aio"):
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            return f"{module} is not installed (pip install 'tritonclient[all]')"
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return f"{module} cannot be imported: {exc}"
+    return None
+
+
+REASON = None if (QA / "upstream" / "common" / "test_util.py").is_file() else "tests/triton_qa/upstream is absent"
+REASON = REASON or _missing_client_modules()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+
+@pytest.fixture(scope="module")
+def qa():
+    sys.path.insert(0, str(QA))
+    try:
+        suites = _load("suites")
+        runner = _load("run_suites")
+        yield suites, runner
+    finally:
+        sys.path.remove(str(QA))
+
+
+def _run(qa, suite) -> dict:
+    """Every case of ``suite`` on tritonctl serve, the client being this interpreter (numpy as
+    installed here; the chosen suites do not depend on numpy 1.x)."""
+    _, runner = qa
+    run = runner.run_suite(suite, "tritonctl", client_python=sys.executable)
+    assert not run.problem, run.problem
+    return run.cases
+
+
+def test_input_validation_suite_passes(qa):
+    suites, _ = qa
+    cases = _run(qa, suites.SUITES["L0_input_validation"])
+    ran = {name: case for name, case in cases.items() if case.outcome != "not_applicable"}
+    assert sorted(ran) == [f"InputValTest.test_input_validation_{name}" for name in
+                           ("all_optional", "optional", "optional_empty", "required_empty", "required_missing")]
+    assert {name: (case.outcome, case.message) for name, case in ran.items()} == {
+        name: ("passed", "") for name in ran}
+
+
+def test_parameters_suite_passes_without_header_forwarding(qa):
+    """L0_parameters' run without header forwarding: parameters of every type over HTTP, gRPC,
+    their asyncio clients, gRPC streams and an ensemble reach the Python model as Triton gives
+    them; the reserved 'triton_' prefix is refused."""
+    suites, _ = qa
+    parameters = suites.SUITES["L0_parameters"]
+    without_headers = dataclasses.replace(parameters, phases=parameters.phases[:1])
+    cases = _run(qa, without_headers)
+    assert len(cases) == 8
+    assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
+        name: ("passed", "") for name in cases}
