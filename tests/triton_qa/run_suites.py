@@ -171,7 +171,7 @@ def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
     become the free ports of this run, so that runs never collide with another server."""
     shutil.copytree(HERE / "upstream" / "common", workdir / "common")
     suite_dir = workdir / suite.name
-    shutil.copytree(HERE / "upstream" / suite.name, suite_dir)
+    shutil.copytree(HERE / "upstream" / suite.name, suite_dir)  # may be nested: L0_backend_python/io
     mapping = dict(zip(map(str, UPSTREAM_PORTS), map(str, ports)))
     for source in [*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py")]:
         text = source.read_text()
@@ -188,7 +188,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
         run.problem = absent
         return run
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix=f"qa-{suite.name}-{engine}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"qa-{suite.name.replace('/', '_')}-{engine}-"))
     try:
         for index, phase in enumerate(suite.phases):
             phase_dir = workdir / f"phase{index}"
@@ -207,7 +207,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
     finally:
         run.seconds = time.monotonic() - started
         if keep is not None:
-            shutil.copytree(workdir, keep / f"{suite.name}-{engine}", dirs_exist_ok=True)
+            shutil.copytree(workdir, keep / f"{suite.name.replace('/', '_')}-{engine}", dirs_exist_ok=True)
         shutil.rmtree(workdir, ignore_errors=True)
     return run
 

@@ -213,10 +213,60 @@ OPTIONAL_INPUT = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python/response_sender
+
+def build_response_sender(suite_dir: Path, repository: Path) -> None:
+    """The first repository of test.sh: model.py or model_async.py with model_common.py, plain,
+    decoupled, and with dynamic batching."""
+    source = python_model("response_sender")
+    for decoupled in (False, True):
+        for use_async in (False, True):
+            for batching in (False, True):
+                name = "response_sender" + "_decoupled" * decoupled + "_async" * use_async + "_batching" * batching
+                (repository / name / "1").mkdir(parents=True)
+                shutil.copy(source / "model_common.py", repository / name / "1")
+                shutil.copy(source / ("model_async.py" if use_async else "model.py"),
+                            repository / name / "1" / "model.py")
+                config = (source / "config.pbtxt").read_text()
+                if decoupled:
+                    config += "model_transaction_policy { decoupled: True }\n"
+                if batching:
+                    config += "dynamic_batching { max_queue_delay_microseconds: 500000 }\n"
+                (repository / name / "config.pbtxt").write_text(config)
+
+
+RESPONSE_SENDER = Suite(
+    name="L0_backend_python/response_sender",
+    tests=("response_sender_test.py",),
+    build=build_response_sender,
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/request_rescheduling
+
+def build_request_rescheduling(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository less bls_request_rescheduling and wrong_return_type, which only its
+    python_unittest.py run uses (not part of this port)."""
+    for name in ("request_rescheduling_addsub", "iterative_sequence"):
+        copy_model(python_model(name), repository)
+
+
+REQUEST_RESCHEDULING = Suite(
+    name="L0_backend_python/request_rescheduling",
+    tests=("grpc_endpoint_test.py",),
+    build=build_request_rescheduling,
+    phases=(Phase(tritonctl_args=(*EXPLICIT_ALL, "--log-verbose", "1"),
+                  triton_args=(*TRITON_EXPLICIT_ALL, "--log-verbose=1")),),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
     PARAMETERS,
     REQUEST_CANCELLATION,
     OPTIONAL_INPUT,
+    RESPONSE_SENDER,
+    REQUEST_RESCHEDULING,
 )}
