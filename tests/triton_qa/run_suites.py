@@ -283,7 +283,7 @@ def summarize(runs: list[SuiteRun]) -> list[dict]:
 def markdown(rows: list[dict], command: str) -> str:
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"Run {date}: `{command}`", "",
-           "| suite | cases | n/a | passed | failed | errors | skipped | real Triton passed | goal met |",
+           "| suite | cases | n/a | passed | failed | errors | skipped | Triton 2.51 passed | passed, Triton passed |",
            "|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "-" if v is None else str(v)
     for row in rows:
