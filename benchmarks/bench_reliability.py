@@ -12,10 +12,13 @@ max_queue_size: --queue-size }``, served by ``tritonctl serve`` in its own proce
 arrive open-loop at ``--load-factor`` times the capacity, over gRPC and then over HTTP. Every
 request must be answered: a success, or 503 / UNAVAILABLE with Triton's text ("Exceeds maximum
 queue size", "Request timeout expired"). Per protocol the table shows those counts, the
-server's own counts (statistics: successes, failures REJECTED, metrics:
-``tritonctl_inference_stale_exec_count``, requests run after their deadline or after their
-client had gone), the successes' p50/p99 latency against the queue timeout plus one execution,
-and the server's resident memory before, at its peak during, and after the load.
+server's own counts (metrics: successes, failures REJECTED and CANCELED, and
+``tritonctl_inference_stale_exec_count``, requests run after their queue deadline or after
+their client had gone), the successes' p50/p99 latency against the queue timeout plus one
+execution, the rejections' latency, the successes' mean time in the queue as the server
+measured it, the server's resident memory before, at its peak during, and after the load,
+and the machine's load average (1 min) at the end: on a shared machine the client's and the
+server's latencies grow with it.
 
 soak: an onnxruntime model, a Python model and a third model (onnxruntime) that is reloaded
 through the repository API every ``--reload-s`` seconds, under rate-limited mixed traffic on
@@ -334,8 +337,9 @@ def run_overload(args) -> None:
           "unanswered\n")
     print("| protocol | sent | answered | succeeded | 503 queue full | 503 timeout expired | other | unanswered | "
           "server: success / REJECTED / CANCELED | stale executions | success p50 / p99 ms | timeout + 1 run ms | "
-          "timeout expired: p50 / p99 ms | RSS MB start / peak / end |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "timeout expired: p50 / p99 ms | server queue ms, mean of successes | RSS MB start / peak / end | "
+          "load average |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         write_python_model(repo, "sleeper", SLEEPER_PY.format(sleep_s=args.sleep_ms / 1000), extra=policy)
@@ -373,11 +377,14 @@ def print_overload_row(protocol: str, outcomes: Outcomes, before: dict, after: d
     server = " / ".join(delta(n) for n in ("nv_inference_request_success", "nv_inference_request_failure:REJECTED",
                                            "nv_inference_request_failure:CANCELED"))
     rss = [s.rss_mb for s in samples]
+    successes = after.get("nv_inference_request_success", 0) - before.get("nv_inference_request_success", 0)
+    queued_us = after.get("nv_inference_queue_duration_us", 0) - before.get("nv_inference_queue_duration_us", 0)
+    queue_ms = f"{queued_us / successes / 1000:.1f}" if successes else "-"
     print(f"| {protocol} | {sent} | {sent - kinds['unanswered']} | {kinds['ok']} | {kinds['full']} | "
           f"{kinds['expired']} | {other} | {kinds['unanswered']} | {server} | "
           f"{delta('tritonctl_inference_stale_exec_count')} | {ms(outcomes.latencies['ok'])} | "
-          f"{args.timeout_ms + args.sleep_ms:g} | {ms(outcomes.latencies['expired'])} | "
-          f"{rss[0]:.0f} / {max(rss):.0f} / {rss[-1]:.0f} |", flush=True)
+          f"{args.timeout_ms + args.sleep_ms:g} | {ms(outcomes.latencies['expired'])} | {queue_ms} | "
+          f"{rss[0]:.0f} / {max(rss):.0f} / {rss[-1]:.0f} | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 # ---- soak ---------------------------------------------------------------------------------------
