@@ -40,6 +40,22 @@ REASON = REASON or _missing_client_modules()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 
+TRANSPORTS = {"native": ("--grpc-transport", "native", "--http-transport", "native"),
+              "python": ("--grpc-transport", "aio", "--http-transport", "uvicorn")}
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def serve_args(request) -> tuple[str, ...]:
+    """The C++ transports (skipped where not built) and the Python ones."""
+    if request.param == "native":
+        from tritonctl.serve.grpc import native as grpc_native
+        from tritonctl.serve.http import native as http_native
+        for protocol, module in (("gRPC", grpc_native), ("HTTP", http_native)):
+            if not module.available():
+                pytest.skip(f"the native {protocol} transport is not built here: {module.UNAVAILABLE_REASON}")
+    return TRANSPORTS[request.param]
+
+
 @pytest.fixture(scope="module")
 def qa():
     sys.path.insert(0, str(QA))
@@ -51,18 +67,18 @@ def qa():
         sys.path.remove(str(QA))
 
 
-def _run(qa, suite) -> dict:
+def _run(qa, suite, serve_args) -> dict:
     """Every case of ``suite`` on tritonctl serve, the client being this interpreter (numpy as
     installed here; the chosen suites do not depend on numpy 1.x)."""
     _, runner = qa
-    run = runner.run_suite(suite, "tritonctl", client_python=sys.executable)
+    run = runner.run_suite(suite, "tritonctl", client_python=sys.executable, serve_args=serve_args)
     assert not run.problem, run.problem
     return run.cases
 
 
-def test_input_validation_suite_passes(qa):
+def test_input_validation_suite_passes(qa, serve_args):
     suites, _ = qa
-    cases = _run(qa, suites.SUITES["L0_input_validation"])
+    cases = _run(qa, suites.SUITES["L0_input_validation"], serve_args)
     ran = {name: case for name, case in cases.items() if case.outcome != "not_applicable"}
     assert sorted(ran) == [f"InputValTest.test_input_validation_{name}" for name in
                            ("all_optional", "optional", "optional_empty", "required_empty", "required_missing")]
@@ -70,14 +86,14 @@ def test_input_validation_suite_passes(qa):
         name: ("passed", "") for name in ran}
 
 
-def test_parameters_suite_passes_without_header_forwarding(qa):
+def test_parameters_suite_passes_without_header_forwarding(qa, serve_args):
     """L0_parameters' run without header forwarding: parameters of every type over HTTP, gRPC,
     their asyncio clients, gRPC streams and an ensemble reach the Python model as Triton gives
     them; the reserved 'triton_' prefix is refused."""
     suites, _ = qa
     parameters = suites.SUITES["L0_parameters"]
     without_headers = dataclasses.replace(parameters, phases=parameters.phases[:1])
-    cases = _run(qa, without_headers)
+    cases = _run(qa, without_headers, serve_args)
     assert len(cases) == 8
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         name: ("passed", "") for name in cases}

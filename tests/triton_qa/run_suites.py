@@ -102,16 +102,18 @@ class Server:
     """One server process on PORTS, stopped (SIGTERM, then SIGKILL) on exit."""
 
     def __init__(self, engine: str, repository: Path, suite: Suite, phase: Phase, log: Path,
-                 ports: tuple[int, int, int]):
+                 ports: tuple[int, int, int], serve_args: tuple[str, ...] = ()):
         self.engine, self.repository, self.suite, self.phase, self.log, self.ports = (
             engine, repository, suite, phase, log, ports)
+        self.serve_args = serve_args
         self.process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
         http, grpc, metrics = self.ports
         if self.engine == "tritonctl":
             return [sys.executable, "-m", "tritonctl", "serve", str(self.repository), "--http-port", str(http),
-                    "--grpc-port", str(grpc), "--metrics-port", str(metrics), *self.phase.tritonctl_args]
+                    "--grpc-port", str(grpc), "--metrics-port", str(metrics), *self.phase.tritonctl_args,
+                    *self.serve_args]
         from helpers.triton_anchor import tritonserver_wrapper
         wrapper = tritonserver_wrapper(self.log.parent)
         return [str(wrapper), f"--model-repository={self.repository}", f"--http-port={http}",
@@ -181,7 +183,10 @@ def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
     return suite_dir
 
 
-def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python: str | None = None) -> SuiteRun:
+def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python: str | None = None,
+              serve_args: tuple[str, ...] = ()) -> SuiteRun:
+    """Every case of ``suite`` on ``engine``; ``serve_args`` go to ``tritonctl serve`` (e.g. the
+    Python transports: --grpc-transport aio --http-transport uvicorn)."""
     run = SuiteRun(suite.name, engine)
     absent = _engine_absent(engine)
     if absent:
@@ -197,7 +202,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
             repository = suite_dir / "qa_models"
             (phase.build or suite.build)(suite_dir, repository)
             cases, problem = _run_phase(suite, phase, engine, phase_dir, suite_dir, repository, ports,
-                                        client_python or default_client_python())
+                                        client_python or default_client_python(), serve_args)
             prefix = f"[{phase.label}] " if phase.label else ""
             run.cases.update({prefix + name: result for name, result in cases.items()})
             if problem:
@@ -213,7 +218,8 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
 
 
 def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_dir: Path, repository: Path,
-               ports: tuple[int, int, int], client_python: str) -> tuple[dict[str, CaseResult], str]:
+               ports: tuple[int, int, int], client_python: str,
+               serve_args: tuple[str, ...] = ()) -> tuple[dict[str, CaseResult], str]:
     """One server, one pytest run of the phase's test files; the cases' outcomes and what went
     wrong around them (the server did not start, the run timed out)."""
     prefix = f"[{phase.label}] " if phase.label else ""
@@ -228,7 +234,7 @@ def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_d
     env.pop("PYTHONHOME", None)
     problem = ""
     try:
-        with Server(engine, repository, suite, phase, phase_dir / f"{engine}.log", ports):
+        with Server(engine, repository, suite, phase, phase_dir / f"{engine}.log", ports, serve_args):
             done = subprocess.run(command, cwd=suite_dir, env=env, capture_output=True, text=True,
                                   timeout=suite.suite_timeout_s)
     except RuntimeError as exc:
@@ -311,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
     parser.add_argument("--markdown", type=Path, help="write the table here")
     parser.add_argument("--keep", type=Path, help="keep each run's work directory (logs, report) here")
+    parser.add_argument("--serve-arg", action="append", default=[],
+                        help="an argument for tritonctl serve (repeatable), e.g. --serve-arg=--grpc-transport=aio")
     parser.add_argument("--client-python", default=default_client_python(),
                         help="the Python that runs the test cases (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for suite in chosen:
         for engine in engines:
-            run = run_suite(suite, engine, args.keep, args.client_python)
+            run = run_suite(suite, engine, args.keep, args.client_python, tuple(args.serve_arg))
             passed = sum(1 for c in run.cases.values() if c.outcome == "passed")
             print(f"{suite.name:32} {engine:10} {passed}/{len(run.cases)} passed in {run.seconds:.0f} s"
                   + (f"  [{run.problem.splitlines()[0]}]" if run.problem else ""), flush=True)
