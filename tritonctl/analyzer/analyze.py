@@ -26,7 +26,7 @@ from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
                                        load_model_config)
-from tritonctl.analyzer.strategy import Search, run_exhaustive, run_smart, smart_budget
+from tritonctl.analyzer.strategy import Search, TimeBudget, run_exhaustive, run_smart, smart_budget
 from tritonctl.analyzer.sweep import SweepRule, sweep
 from tritonctl.perf.run import run_perf
 
@@ -46,6 +46,7 @@ class AnalyzeOptions:
     objective: Objective = field(default_factory=Objective)
     constraints: Constraints = field(default_factory=Constraints)
     budget: int | None = None  # smart: the most configs to measure (default: a quarter of them, or every knob's line)
+    time_budget_s: float | None = None  # the most wall time for the run, final round included (server start too)
     engine: str = "subprocess"
     url: str | None = None
     protocol: str = "http"
@@ -99,6 +100,7 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
                               measurement_interval_ms=options.measurement_interval_ms,
                               stability_percentage=options.stability_percentage, max_trials=options.max_trials))
     started, clock = datetime.now(timezone.utc), time.monotonic()
+    time_budget = TimeBudget(clock + options.time_budget_s, options.time_budget_s) if options.time_budget_s else None
     repository = options.repository.resolve()
     model_dir, base = load_model_config(repository, options.model)
     options = replace(options, space=options.space.resolved(base))
@@ -114,7 +116,7 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     budget = smart_budget(candidates, options.budget) if options.strategy == "smart" else None
     runner = _Runner(options, engine, checkpoint, reporter)
     search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget,
-                    runner.sample)
+                    runner.sample, time_budget)
     reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
     interrupted, failure = False, None
     try:
@@ -305,6 +307,7 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         "tritonctl_version": __version__, "interrupted": interrupted,
         "final_round": final.as_dict() if final is not None else None,
         "budget": search.budget, "unexplored_knobs": list(search.unexplored),
+        "time_budget_s": options.time_budget_s, "out_of_time": search.out_of_time,
         "points_by_stage": _points_by_stage(points),
         "measurement_s": round(sum(p.measured_s for p in points), 2),  # reused points: their original time
     }

@@ -1,9 +1,14 @@
 """The command-line spellings of analyze's search space: ``1:64`` (powers of two), ``1:4``
-(every count), comma lists, ``none`` / ``auto`` preferred sizes and instance kinds."""
+(every count), comma lists, ``none`` / ``auto`` preferred sizes and instance kinds; and of its
+time budget (``90s``, ``20m``, ``1h30m``)."""
 
 from __future__ import annotations
 
+import re
+
 from tritonctl.analyzer.search import AUTO, KIND_NAMES, AnalyzeError
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
 
 
 def _ints(text: str, flag: str, minimum: int) -> list[int]:
@@ -84,3 +89,16 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     if not kinds:
         raise AnalyzeError("--instance-kinds: give at least one kind")
     return tuple(dict.fromkeys(kinds))
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Seconds in ``90``, ``90s``, ``20m``, ``1h30m`` or ``1.5h``; at least one second."""
+    compact = text.strip().lower().replace(" ", "")
+    match = DURATION.fullmatch(compact) if compact else None
+    if match is None or not any(match.groups()):
+        raise AnalyzeError(f"{flag} {text!r}: give a duration such as 90s, 20m or 1h30m")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total < 1:
+        raise AnalyzeError(f"{flag} {text!r}: at least one second")
+    return total

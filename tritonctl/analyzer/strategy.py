@@ -31,6 +31,8 @@ numbers it was made on.
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -57,7 +59,23 @@ FINAL_EXTRA_ROUNDS = 2  # more rounds for finalists neither beaten by the leader
 
 
 class BudgetExhausted(Exception):
-    """The smart search may not measure another config."""
+    """The search may not measure another config: its budget of configs, or of time, is used up."""
+
+
+class TimeBudget:
+    """A deadline for a search (``time.monotonic()`` seconds). A new config is measured only while
+    the time left covers the final round too, as long again as the configs' points have taken."""
+
+    def __init__(self, deadline: float, seconds: float):
+        self.deadline = deadline
+        self.seconds = seconds  # the whole budget, for the decisions' text
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def allows(self, point_seconds: list[float]) -> bool:
+        typical = statistics.median(point_seconds) if point_seconds else 0.0
+        return self.left() > FINALISTS * FINAL_ROUNDS * typical
 
 
 @dataclass
@@ -119,7 +137,7 @@ class Search:
 
     def __init__(self, candidates: CandidateSet, evaluate: Evaluate, objective: Objective,
                  constraints: Constraints, decide: Callable[[str], None] | None = None, budget: int | None = None,
-                 sample: Sample | None = None):
+                 sample: Sample | None = None, time_budget: TimeBudget | None = None):
         self.set = candidates
         self.evaluate = evaluate
         self.sample = sample
@@ -130,6 +148,8 @@ class Search:
         self.decisions: list[str] = []
         self._decide = decide or (lambda _text: None)
         self.budget = budget
+        self.time_budget = time_budget
+        self.out_of_time = False  # the time budget stopped the search
         self.by_id = {c.config_id: c for c in candidates.all}
         self.unexplored: list[str] = []  # knobs whose line the budget did not cover
         self.final: FinalRound | None = None
@@ -142,8 +162,20 @@ class Search:
         if candidate.config_id not in self.results:
             if self.budget is not None and len(self.results) >= self.budget:
                 raise BudgetExhausted
+            if self.time_budget is not None and self.results and not self.time_budget.allows(self._point_seconds()):
+                self.out_of_time = True
+                raise BudgetExhausted
             self.results[candidate.config_id] = self.evaluate(candidate, stage)
         return self.results[candidate.config_id]
+
+    def _point_seconds(self) -> list[float]:
+        return [p.measured_s for r in self.results.values() for p in r.points if p.measured_s > 0]
+
+    def budget_words(self) -> str:
+        """What ran out, for the decisions."""
+        if self.out_of_time:
+            return f"the time budget of {self.time_budget.seconds:.0f} s is used up"
+        return f"the budget of {self.budget} measured configs is used up"
 
     def anchor(self, candidate: Candidate) -> Point | None:
         """The point a config is compared at: its best point, or the one closest to the constraints."""
@@ -218,10 +250,13 @@ class Search:
 
 def run_exhaustive(search: Search) -> None:
     """The default config, every candidate in grid order, then the final round."""
-    search.baseline()
-    for candidate in search.set.candidates:
-        search.measure(candidate, "exhaustive")
-    search.decide(f"exhaustive: measured all {len(search.results)} configs")
+    try:
+        search.baseline()
+        for candidate in search.set.candidates:
+            search.measure(candidate, "exhaustive")
+        search.decide(f"exhaustive: measured all {len(search.results)} configs")
+    except BudgetExhausted:
+        search.decide(f"stopped: {search.budget_words()} after {len(search.results)} of {len(search.set.all)} configs")
     final_round(search)
 
 
@@ -289,7 +324,8 @@ def final_round(search: Search) -> None:
         undecided = [e for e in estimates[1:] if not beaten(leader, e) and not same(leader, e)]
         if rounds < FINAL_ROUNDS:
             continue
-        if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS:
+        out_of_time = search.time_budget is not None and search.time_budget.left() <= 0
+        if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS or out_of_time:
             break
         group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
     equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
@@ -333,8 +369,8 @@ class SmartSearch:
             search.unexplored = [LABELS[dim] for dim in pending]
             missed = (f"; the line search did not cover: {', '.join(search.unexplored)}" if pending
                       else "; every knob's line was covered, the hill climb was cut short")
-            search.decide(f"stopped: the budget of {search.budget} measured configs is used up{missed} "
-                          "(raise it with --budget)")
+            raise_it = "--time-budget" if search.out_of_time else "--budget"
+            search.decide(f"stopped: {search.budget_words()}{missed} (raise it with {raise_it})")
         final_round(search)
 
     # --- grid ----------------------------------------------------------------------------

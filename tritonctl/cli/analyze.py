@@ -43,13 +43,22 @@ HELP = (
   tritonctl analyze models -m bert --url localhost:8000 --batch-sizes 1:16 --queue-delays 0,1000,5000
 
   tritonctl analyze models -m mlp --strategy exhaustive --instance-counts 1:2 --resume
+
+  tritonctl analyze models --time-budget 2h          # every model of the repository, within two hours
 """
 
 
 def analyze(
     repository: Path = typer.Argument(..., help="The model repository."),
-    model: str = typer.Option(..., "-m", "--model", help="The model to tune."),
-    output_dir: Path = typer.Option(None, "-o", "--output-dir", help="Where results go (default ./analyze-MODEL)."),
+    model: str = typer.Option(None, "-m", "--model", help="The model to tune. Leave it out to tune every model of "
+                                                           "the repository, one after the other."),
+    models: str = typer.Option(None, "--models", help="Tune these models (comma-separated), one after the other."),
+    time_budget: str = typer.Option(None, "--time-budget", metavar="DURATION",
+                                    help="Finish within this time (90s, 20m, 1h30m), final rounds included; a "
+                                         "repository run shares it fairly among its models."),
+    output_dir: Path = typer.Option(None, "-o", "--output-dir", help="Where results go (default ./analyze-MODEL, "
+                                                                     "or ./analyze-REPOSITORY for several models, "
+                                                                     "each in its own folder)."),
     strategy: Strategy = typer.Option(Strategy.smart, "--strategy", help="smart (noise-aware line searches "
                                                                          "within a budget) or exhaustive (all "
                                                                          "candidates); both confirm the best "
@@ -100,9 +109,10 @@ def analyze(
     from tritonctl.analyzer.objective import Constraints, Objective
     from tritonctl.perf.options import PerfError, parse_shapes
     from tritonctl.analyzer.search import AnalyzeError, SearchSpace
-    from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_kinds, parse_powers,
-                                                  parse_preferred)
-    from tritonctl.cli.analyze_view import ProgressReporter, print_result
+    from tritonctl.analyzer.repository import repository_models, run_repository
+    from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_duration, parse_kinds,
+                                                  parse_powers, parse_preferred)
+    from tritonctl.cli.analyze_view import ProgressReporter, RepositoryProgress, print_repository, print_result
     from tritonctl.optional import require
 
     for module in ("pandas", "pyarrow"):  # the measurements are written as they come: missing them fails now
@@ -113,6 +123,12 @@ def analyze(
             raise AnalyzeError("--resume continues a run and --overwrite discards it: give one of them")
         if budget is not None and budget < 1:
             raise AnalyzeError("--budget must be at least 1")
+        if model and models:
+            raise AnalyzeError("give --model for one model or --models for several, not both")
+        names = [n.strip() for n in (models or "").split(",") if n.strip()]
+        whole = model is None
+        if whole:
+            names = repository_models(repository, names)
         space = SearchSpace(
             batch_sizes=parse_powers(batch_sizes, "--batch-sizes") if batch_sizes else None,
             queue_delays_us=parse_delays(queue_delays) if queue_delays else None,
@@ -122,8 +138,10 @@ def analyze(
             concurrency=parse_powers(concurrency, "--concurrency") if concurrency else None,
         )
         options = AnalyzeOptions(
-            repository=repository, model=model, space=space,
-            output_dir=output_dir if output_dir is not None else Path(f"analyze-{model}"),
+            repository=repository, model=model or "", space=space,
+            output_dir=output_dir if output_dir is not None else
+            Path(f"analyze-{repository.resolve().name if whole else model}"),
+            time_budget_s=parse_duration(time_budget, "--time-budget") if time_budget else None,
             strategy=strategy.value, objective=Objective.parse(objective),
             constraints=Constraints(max_p99_ms, min_throughput), budget=budget,
             engine=(engine.value if engine else ("url" if url else "subprocess")), url=url, protocol=protocol.value,
@@ -131,10 +149,19 @@ def analyze(
             stability_percentage=stability_percentage, max_trials=max_trials, shapes=parse_shapes(shape),
             input_data=input_data, resume=resume, overwrite=overwrite, apply=apply,
         )
-        with ProgressReporter(err) as reporter:
-            result = run_analyze(options, reporter)
+        if whole:
+            with RepositoryProgress(err) as repository_reporter:
+                run = run_repository(options, names, repository_reporter)
+        else:
+            with ProgressReporter(err) as reporter:
+                result = run_analyze(options, reporter)
     except (AnalyzeError, PerfError) as exc:
         raise CliError(str(exc), 2) from None
+    if whole:
+        print_repository(run, Console(), err)
+        if run.interrupted:
+            raise typer.Exit(130)
+        return
     print_result(result, options, Console(), err)
     if result.interrupted:
         raise typer.Exit(130)

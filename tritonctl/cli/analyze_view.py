@@ -32,6 +32,8 @@ class ProgressReporter(Reporter):
         self.progress.stop()
 
     def plan(self, total: int, strategy: str) -> None:
+        if self.task is not None:  # the next model of a repository run
+            self.progress.remove_task(self.task)
         self.task = self.progress.add_task(f"{strategy} search", total=total)
 
     def candidate(self, candidate: Candidate, stage: str) -> None:
@@ -105,3 +107,31 @@ def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, e
     if result.interrupted:
         err.print(f"[yellow]Interrupted:[/yellow] {result.measured + result.reused} points kept in "
                   f"{result.output_dir}; run the same command with --resume to continue.")
+
+
+class RepositoryProgress(ProgressReporter):
+    """A repository run: a line as each model starts (its share of the time and the run's ETA) and
+    ends, and the one-model progress in between."""
+
+    def model_start(self, index: int, total: int, model: str, budget_s: float | None, eta_s: float | None) -> None:
+        share = f", up to {budget_s:.0f} s" if budget_s is not None else ""
+        eta = f"; the run ends within {eta_s:.0f} s" if eta_s is not None else ""
+        self.console.print(f"[bold]\\[{index}/{total}] {model}[/bold]{share}{eta}", soft_wrap=True)
+
+    def model_done(self, outcome) -> None:
+        if outcome.skipped is not None:
+            self.console.print(f"[yellow]{outcome.model}:[/yellow] {outcome.skipped}", soft_wrap=True)
+            return
+        best = outcome.result.best
+        chosen = best.config_id if best is not None else "no config met the constraints"
+        self.console.print(f"[bold]{outcome.model}:[/bold] {chosen} ({outcome.wall_s:.0f} s)", soft_wrap=True)
+
+
+def print_repository(run, out: Console, err: Console) -> None:
+    for outcome in run.outcomes:
+        if outcome.skipped is not None:
+            err.print(f"[yellow]skipped[/yellow] {outcome.model}: {outcome.skipped}", soft_wrap=True)
+    out.print((run.output_dir / "repository.md").read_text(), soft_wrap=True, markup=False)
+    out.print("Outputs: " + ", ".join(str(path) for path in run.files), soft_wrap=True)
+    if run.interrupted:
+        err.print("[yellow]Interrupted:[/yellow] run the same command with --resume to continue.")
