@@ -15,8 +15,9 @@ configs' bands; within them, both are measured again, back to back, up to ``RECH
 times, and if they still cannot be told apart they are equivalent and the search stays where it
 is (both stay candidates for the final round, where the cheaper of equivalent configs wins).
 
-The final round (both strategies): the best ``FINALISTS`` configs are measured again head to head,
-interleaved, ``FINAL_ROUNDS`` times on the same server, and the winner is chosen from those numbers
+The final round (both strategies): the best ``FINALISTS`` configs, and the default config when it
+meets the constraints and is not among them, are measured again head to head, interleaved,
+``FINAL_ROUNDS`` times on the same server, and the winner is chosen from those numbers
 alone: the leader is the finalist whose worst round-by-round ratio against the others is the
 highest; finalists neither beaten by it beyond noise nor equivalent to it get more rounds; the
 cheapest of the leader and the finalists equivalent to it wins. Its margin over the runner-up
@@ -287,6 +288,11 @@ def final_round(search: Search) -> None:
         return
     ranked = sorted(passing, key=lambda c: search.estimate(c).score, reverse=True)
     finalists = ranked[:FINALISTS]
+    default = search.set.default
+    if default in passing and default not in finalists:
+        # The default is always measured head to head too: a choice is never one that a single
+        # unlucky measurement of the default let through while it is worse than the default.
+        finalists.append(default)
     if len(finalists) == 1 or search.sample is None:
         only = search.estimate(finalists[0])
         search.final = FinalRound([only], only, None, 0)
