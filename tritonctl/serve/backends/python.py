@@ -5,7 +5,8 @@
 While ``model.py`` is imported, ``import triton_python_backend_utils`` resolves to
 ``tritonctl.serve.backends.pb_utils`` and the version directory is on ``sys.path`` (so the
 model can import modules lying beside it, as in Triton). ``import model`` gives a model's code its
-own module and ``sys.argv`` reads ``['']`` to it, as in Triton's stub (``own_module``).
+own module and ``sys.argv`` reads ``['']`` to it, as in Triton's stub (``own_module``). The names
+NumPy 2.0 removed that models written for Triton's numpy 1.x stub use are put back (``numpy_compat``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
+from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
@@ -37,6 +39,7 @@ def model_import_context(version_dir: Path):
     """pb_utils importable under Triton's name and ``version_dir`` on sys.path, only meanwhile.
     Modules the model imports from its own directory are dropped afterwards, so two models (or
     a reload) with a ``helper.py`` each get their own."""
+    restore_numpy1_names()  # models written for Triton's numpy 1.x stub (numpy_compat)
     previous = sys.modules.get(PB_UTILS_NAME)
     before = set(sys.modules)
     sys.modules[PB_UTILS_NAME] = pb_utils
