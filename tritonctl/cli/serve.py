@@ -23,6 +23,11 @@ class GrpcTransport(str, enum.Enum):
     aio = "aio"
 
 
+class PythonIsolation(str, enum.Enum):
+    thread = "thread"
+    process = "process"
+
+
 class HttpTransport(str, enum.Enum):
     auto = "auto"
     native = "native"
@@ -88,6 +93,10 @@ def serve(
     http_transport: HttpTransport = typer.Option(HttpTransport.auto, "--http-transport",
                                                  help="native: the C++ transport over libevent (built at install "
                                                       "where libevent is found); uvicorn; auto: native when built."),
+    python_isolation: PythonIsolation = typer.Option(
+        PythonIsolation.thread, "--python-isolation",
+        help="Python models: process: each instance in a stub process of its own, as Triton runs them (parallel "
+             "instances, crashes stay inside the model, EXECUTION_ENV_PATH honoured); thread: in this process."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
     engine: Engine = typer.Option(Engine.bundled, "--engine",
@@ -146,7 +155,8 @@ def serve(
         load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
         http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
-        grpc_transport=grpc_transport.value, http_transport=http_transport.value)
+        grpc_transport=grpc_transport.value, http_transport=http_transport.value,
+        python_isolation=python_isolation.value)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)

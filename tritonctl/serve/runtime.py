@@ -59,6 +59,8 @@ class ServeOptions:
     http_transport: str = "auto"
     # tritonserver's --trace-config values, e.g. ["triton,file=trace.json", "level=TIMESTAMPS", "rate=1"]
     trace_config: list[str] = field(default_factory=list)
+    # Python models: each instance in a stub process of its own ("process"), or in the server's ("thread")
+    python_isolation: str = "thread"
 
 
 class ServerRuntime:
@@ -66,7 +68,8 @@ class ServerRuntime:
         self.options = options
         cache_bytes = parse_cache_config(options.cache_config)  # CacheConfigError (a ValueError) when bad
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
-        self.manager = ModelManager(options.repository, backends.registry(), options.control_mode,
+        self.manager = ModelManager(options.repository, backends.registry(options.python_isolation),
+                                    options.control_mode,
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
                                     self.response_cache)
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad

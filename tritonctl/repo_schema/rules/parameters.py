@@ -20,7 +20,8 @@ ENV_PATH = register(
     "PAR01", "EXECUTION_ENV_PATH archive missing", "error",
     """
     EXECUTION_ENV_PATH points a Python model at a conda-pack archive (.tar.gz) that the
-    stub unpacks before it starts. `$$TRITON_MODEL_DIRECTORY` stands for the model's
+    stub unpacks before it starts, or at an environment directory it uses as it is
+    (as Triton's Python backend does). `$$TRITON_MODEL_DIRECTORY` stands for the model's
     directory, so such a path can be checked offline: when the archive is not there,
     the model fails to load. Ship the archive inside the model directory, or use an
     absolute path that exists on the server.
@@ -201,7 +202,7 @@ def check_execution_env_path(ctx) -> None:
     relative = param.string_value[len(MODEL_DIR_VARIABLE):].lstrip("/")
     if not ctx.can_check(MODEL_FILES):
         return
-    if not (ctx.model_dir / relative).is_file():
+    if not (ctx.model_dir / relative).exists():  # an archive, or an environment directory
         ctx.report(ENV_PATH, f"EXECUTION_ENV_PATH points to {relative!r} in model '{ctx.name}', which does not exist",
                    ("parameters", "EXECUTION_ENV_PATH", "value", "string_value"),
                    hint=f"put the conda-pack archive at {ctx.name}/{relative}")

@@ -146,9 +146,18 @@ class PythonBackend(RequestBackend):
         initialize = getattr(self.model, "initialize", None)
         if initialize is None:
             return
+        try:
+            initialize(self._initialize_args(model_dir))
+        except Exception as exc:
+            sys.modules.pop(self.module_name, None)
+            raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
+                                   f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
+
+    def _initialize_args(self, model_dir: Path) -> dict:
+        """The args ``initialize`` gets, as Triton's."""
         from tritonctl.repo_schema.pb_config import config_to_json
 
-        args = {
+        return {
             "model_config": json.dumps(config_to_json(self.config)),
             "model_instance_kind": "GPU" if self.instance.kind == "KIND_GPU" else "CPU",
             "model_instance_name": self.instance.name,
@@ -157,12 +166,6 @@ class PythonBackend(RequestBackend):
             "model_version": self.version_dir.name,
             "model_name": self.config.name,
         }
-        try:
-            initialize(args)
-        except Exception as exc:
-            sys.modules.pop(self.module_name, None)
-            raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
-                                   f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
 
     def execute_requests(self, requests: list, deliver) -> list | None:
         senders = BatchSenders(self.decoupled, self._result, deliver, time.monotonic_ns(), self.config.name)
@@ -175,7 +178,7 @@ class PythonBackend(RequestBackend):
             if inspect.iscoroutine(result):
                 result = self._run_coroutine(result, pb_requests)
         except Exception as exc:
-            error = self._execute_error(execute_failure(exc))
+            error = self._failure(exc)
             log.error("%s", error.message)
             if not self.decoupled:
                 raise error from None
@@ -213,6 +216,10 @@ class PythonBackend(RequestBackend):
             else:
                 answers.append(self._result(response))
         return answers
+
+    def _failure(self, exc: Exception) -> ServeError:
+        """What the requests of a batch whose execute() raised ``exc`` fail with."""
+        return self._execute_error(execute_failure(exc))
 
     def _execute_error(self, message: str) -> ServeError:
         return internal(f"Failed to process the request(s) for model '{self.instance.name}', message: {message}")

@@ -56,3 +56,45 @@ def complete_config(config, model_dir: Path):
         raise BackendLoadError(f"auto_complete_config of python model '{config.name}' returned a config that is "
                                f"not a valid ModelConfig: {exc}") from None
     return completed
+
+
+def complete_config_in_stub(config, model_dir: Path):
+    """``complete_config`` run where the model's instances will run: in a stub process with the
+    model's Python (``--python-isolation process``), so a model.py importing packages of its
+    ``EXECUTION_ENV_PATH`` completes its config too."""
+    from google.protobuf import json_format
+
+    from tritonctl.repo_schema.pb_config import config_to_json
+    from tritonctl.serve.backends.python_env import python_for
+    from tritonctl.serve.backends.python_process import StubDied, StubProcess
+
+    version_dir = model_version_dir(model_dir, None)
+    model_file = version_dir / (config.default_model_filename or "model.py") if version_dir else None
+    if model_file is None or not model_file.is_file() or not may_autocomplete(model_file):
+        return config
+    python, env = python_for(config, model_dir)
+    stub = StubProcess(python, env, f"{config.name} (auto-complete)", lambda message: None)
+    try:
+        reply = stub.request({"op": "auto_complete", "model_file": str(model_file), "version_dir": str(version_dir),
+                              "config": json.dumps(config_to_json(config))})
+    except StubDied:
+        raise BackendLoadError(f"auto_complete_config of python model '{config.name}' failed: its stub process "
+                               f"ended ({stub.exit_reason()})") from None
+    finally:
+        stub.stop(5.0)
+    if reply["op"] == "complete_failed":
+        if reply["stage"] == "import":
+            raise BackendLoadError(f"failed to load python model '{config.name}' from '{model_file}': {reply['text']}")
+        if reply["stage"] == "call":
+            raise BackendLoadError(f"auto_complete_config of python model '{config.name}' failed: {reply['text']}")
+        raise BackendLoadError(f"auto_complete_config function in model '{config.name}' must return a valid "
+                               "pb.ModelConfig object")
+    if reply["config"] is None:
+        return config
+    completed = type(config)()
+    try:
+        json_format.ParseDict(reply["config"], completed)
+    except json_format.ParseError as exc:
+        raise BackendLoadError(f"auto_complete_config of python model '{config.name}' returned a config that is "
+                               f"not a valid ModelConfig: {exc}") from None
+    return completed

@@ -61,6 +61,11 @@ class ModelInstance:
     def close(self) -> None:
         """Release the instance's resources."""
 
+    def ready(self) -> bool:
+        """Whether the instance can still execute; one that cannot (a Python model's stub process
+        that died) makes its model report not ready."""
+        return True
+
     def text_inputs(self) -> frozenset[str]:
         """The inputs whose BYTES elements this backend needs as UTF-8 text (an onnxruntime string
         tensor): each request's are checked before it is queued, so a client's bytes that are not

@@ -310,10 +310,10 @@ class ModelManager:
         check_model_name(name)
         check_version(name, version)
         try:
-            self.get(name, version)
+            model_version = self.get(name, version)
         except ServeError:
             return False
-        return True
+        return all(instance.ready() for instance in model_version.instances)
 
     def server_ready(self) -> bool:
         if not self.strict_readiness:

@@ -1,0 +1,457 @@
+"""The stub process of one Python model instance (Triton's ``triton_python_backend_stub``).
+
+Started by ``serve.backends.python_process`` with the model's Python (the server's, or the one of
+its ``EXECUTION_ENV_PATH``) as ``python -c BOOTSTRAP <socket fd> <tritonctl's parent dir>
+<shm prefix>``. It imports ``model.py`` as the module ``model`` with the version directory on
+``sys.path`` and ``sys.argv == ['']``, as Triton's stub does, and runs ``initialize``, ``execute``
+(also ``async def``), ``finalize`` and ``auto_complete_config`` on the server's word. Requests
+and responses arrive and leave as ``wire`` messages; what a model asks of the server while it
+runs (a response sender's ``send``, ``is_cancelled``, BLS ``exec`` / ``async_exec``, ``Logger``)
+is a message too, answered by the server.
+
+The main thread runs the model's calls one at a time; a reader thread takes the server's
+messages, so answers reach a model waiting in ``execute`` (BLS) and any of its threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import importlib.util
+import inspect
+import itertools
+import json
+import logging
+import os
+import queue
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from tritonctl.serve.stub import wire
+
+# Run by ``python -c``: tritonctl's own package found in one directory, nothing else of it on sys.path.
+BOOTSTRAP = ("import importlib.machinery,importlib.util,sys\n"
+             "spec=importlib.machinery.PathFinder.find_spec('tritonctl',[sys.argv[2]])\n"
+             "module=importlib.util.module_from_spec(spec);sys.modules['tritonctl']=module\n"
+             "spec.loader.exec_module(module)\n"
+             "from tritonctl.serve.stub.main import main\n"
+             "main()\n")
+
+PB_UTILS_NAME = "triton_python_backend_utils"
+MODEL_MODULE = "model"
+_PB_UTILS_FILE = Path(__file__).resolve().parent.parent / "backends" / "pb_utils.py"
+# True while code runs that the instance waits for (a sync execute, an ordinary model's coroutine):
+# a BLS request made there holds the instance, as the server's deadlock check needs to know.
+HOLDS = contextvars.ContextVar("tritonctl_stub_holds", default=False)
+
+
+def load_pb_utils():
+    """tritonctl's pb_utils module (numpy and two standard-library-only tritonctl modules), as
+    ``triton_python_backend_utils``, with the parts that talk to the server replaced."""
+    spec = importlib.util.spec_from_file_location(PB_UTILS_NAME, _PB_UTILS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[PB_UTILS_NAME] = module
+    spec.loader.exec_module(module)
+    module.InferenceRequest.exec = _exec
+    module.InferenceRequest.async_exec = _async_exec
+    return module
+
+
+pb_utils = None  # the module, once main() has loaded it
+STUB: "Stub | None" = None
+
+
+def describe(exc: BaseException, model_file: Path) -> str:
+    """``Type: message`` and the innermost line of the model's own file (the server's texts)."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve().parent == model_file.resolve().parent]
+    if frames:
+        frame = frames[-1]
+        text += f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})"
+    return text
+
+
+def execute_failure(exc: BaseException) -> str:
+    """``Type: message`` and the model's frames, innermost first, as Triton reports an exception
+    of execute()."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [i for i, frame in enumerate(frames) if Path(frame.filename).resolve() == Path(__file__).resolve()]
+    frames = frames[ours[-1] + 1:] if ours else frames
+    text = f"{type(exc).__name__}: {exc}"
+    if frames:
+        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
+    return text
+
+
+# ---- responses on the wire ---------------------------------------------------------------------
+def encode_response(response) -> tuple[dict, list | None]:
+    """A pb_utils.InferenceResponse (or whatever a model gave instead) as a wire item and its tensors."""
+    if not isinstance(response, pb_utils.InferenceResponse):
+        return {"bad": type(response).__name__}, None
+    error = response.error()
+    if error is not None:
+        return {"error": {"message": error.message(), "code": error.code()}}, None
+    tensors = []
+    for tensor in response.output_tensors():
+        if not isinstance(tensor, pb_utils.Tensor):
+            return {"bad_tensor": type(tensor).__name__}, None
+        tensors.append((tensor.name(), tensor.as_numpy()))
+    return {"outputs": True}, tensors
+
+
+def decode_response(item: dict, tensors: list | None):
+    if "error" in item:
+        error = item["error"]
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(error["message"], error["code"]))
+    return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()])
+
+
+# ---- what a received request asks of the server ------------------------------------------------
+class _Source:
+    """The server's request behind a request execute() received, as pb_utils reads it."""
+
+    __slots__ = ("id", "timeout_us", "reschedule", "_exec", "_index")
+
+    def __init__(self, request_id: str, timeout_us: int, exec_id: int, index: int):
+        self.id, self.timeout_us, self.reschedule = request_id, timeout_us, False
+        self._exec, self._index = exec_id, index
+
+    @property
+    def cancelled(self) -> bool:
+        return STUB.call({"what": "cancelled", "exec": self._exec, "index": self._index})["cancelled"]
+
+
+class _Sender:
+    """``request.get_response_sender()``: each send goes to the server's sender of the request,
+    which answers the client (or refuses, with Triton's texts, raised here)."""
+
+    def __init__(self, source: _Source):
+        self._source = source
+
+    def send(self, response=None, flags: int = 0) -> None:
+        if flags not in (0, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise pb_utils.TritonModelException("Unable to send response. Unsupported flag provided.")
+        if response is None and flags == 0:
+            raise pb_utils.TritonModelException("Inference Response object must be provided when the response flags "
+                                                "is set to zero.")
+        if response is not None and not isinstance(response, pb_utils.InferenceResponse):
+            raise pb_utils.TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a "
+                                                f"{type(response).__name__}")
+        item, path = None, None
+        if response is not None:
+            item, tensors = encode_response(response)
+            if tensors:
+                (metas,), path = wire.pack_groups([tensors], STUB.prefix)
+                item["outputs"] = metas
+        reply = STUB.call({"what": "send", "exec": self._source._exec, "index": self._source._index,
+                           "response": item, "flags": flags}, path)
+        if "raise" in reply:
+            raise pb_utils.TritonModelException(reply["raise"])
+
+    def is_cancelled(self) -> bool:
+        return self._source.cancelled
+
+
+class _Senders:
+    def __init__(self):
+        self.made: dict[int, _Sender] = {}
+
+    def sender(self, index: int, source: _Source) -> _Sender:
+        sender = self.made.get(index)
+        if sender is None:
+            sender = self.made[index] = _Sender(source)
+        return sender
+
+
+# ---- BLS ----------------------------------------------------------------------------------------
+def _bls_message(request, decoupled: bool) -> tuple[dict, str | None]:
+    metas, path = wire.pack([(t.name(), t.as_numpy()) for t in request.inputs()], STUB.prefix)
+    return {"what": "bls", "decoupled": decoupled, "holds": HOLDS.get(), "request": {
+        "model_name": request.model_name(), "model_version": request.model_version(), "id": request.request_id(),
+        "correlation_id": request.correlation_id(), "flags": request.flags(), "timeout": request.timeout(),
+        "parameters": request._parameters, "requested": request.requested_output_names(), "inputs": metas}}, path
+
+
+def _bls_answer(reply: dict, decoupled: bool):
+    if "raise" in reply:
+        raise pb_utils.TritonModelException(reply["raise"])
+    if decoupled:
+        return ResponseIterator(reply["call"], reply["items"])
+    return _received_response(reply)
+
+
+def _received_response(message: dict):
+    item = message["response"]
+    tensors = wire.unpack(item["outputs"], message.get("shm")) if "outputs" in item else None
+    return decode_response(item, tensors)
+
+
+def _exec(self, decoupled: bool = False):
+    message, path = _bls_message(self, decoupled)
+    return _bls_answer(STUB.call(message, path, stream=decoupled), decoupled)
+
+
+def _async_exec(self, decoupled: bool = False):
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise pb_utils.TritonModelException("async_exec() returns an awaitable: call it inside 'async def execute' "
+                                            "and await it; use exec() in a plain execute") from None
+    future = loop.create_future()
+
+    def settle(reply: dict) -> None:
+        def done() -> None:
+            if future.done():
+                return
+            try:
+                future.set_result(_bls_answer(reply, decoupled))
+            except Exception as exc:
+                future.set_exception(exc)
+        loop.call_soon_threadsafe(done)
+
+    message, path = _bls_message(self, decoupled)
+    STUB.call_later(message, path, settle, stream=decoupled)
+    return future
+
+
+class ResponseIterator:
+    """The responses of ``exec(decoupled=True)``, in the order the model sends them."""
+
+    def __init__(self, call_id: int, items: queue.SimpleQueue):
+        self._call = call_id
+        self._items = items
+        self._ended = False
+
+    def __iter__(self) -> "ResponseIterator":
+        return self
+
+    def __next__(self):
+        if self._ended:
+            raise StopIteration
+        message = self._items.get()
+        if message is None:  # the server has gone
+            self._ended = True
+            raise StopIteration
+        self._ended = message.get("final", True)
+        return _received_response(message)
+
+    def cancel(self) -> None:
+        STUB.channel.send({"op": "bls_cancel", "call": self._call})
+
+
+# ---- the process ------------------------------------------------------------------------------
+class _ForwardLog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            STUB.channel.send({"op": "log", "level": record.levelno, "message": record.getMessage()})
+        except OSError:
+            pass
+
+
+class Stub:
+    def __init__(self, channel: wire.Channel, prefix: str):
+        self.channel = channel
+        self.prefix = prefix
+        self.work: queue.SimpleQueue = queue.SimpleQueue()  # the server's orders, for the main thread
+        self._calls = itertools.count(1)
+        self._waiting: dict[int, object] = {}  # call id -> callable taking the reply
+        self._streams: dict[int, queue.SimpleQueue] = {}
+        self._lock = threading.Lock()
+        self.model = None
+        self.model_file: Path | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.decoupled = False
+
+    # messages from the server
+    def read(self) -> None:
+        while True:
+            message = self.channel.receive()
+            if message is None:
+                os._exit(0)  # the server has gone: nothing left to serve
+            op = message["op"]
+            if op == "reply":
+                with self._lock:
+                    answer = self._waiting.pop(message["call"], None)
+                if answer is not None:
+                    answer(message)
+            elif op == "bls_item":
+                with self._lock:
+                    items = self._streams.get(message["call"])
+                if items is not None:
+                    items.put(message)
+                    if message.get("final", True):
+                        with self._lock:
+                            self._streams.pop(message["call"], None)
+            else:
+                self.work.put(message)
+
+    def call_later(self, message: dict, path: str | None, answer, stream: bool = False) -> None:
+        """Ask the server ``message``; ``answer`` gets its reply (from the reader thread)."""
+        with self._lock:
+            call_id = next(self._calls)
+            self._waiting[call_id] = answer
+            if stream:
+                items = self._streams[call_id] = queue.SimpleQueue()
+
+                def with_items(reply: dict, answer=answer) -> None:
+                    reply["items"] = items
+                    answer(reply)
+                self._waiting[call_id] = with_items
+        self.channel.send({"op": "call", "call": call_id, "shm": path, **message})
+
+    def call(self, message: dict, path: str | None = None, stream: bool = False) -> dict:
+        replies: queue.SimpleQueue = queue.SimpleQueue()
+        self.call_later(message, path, replies.put, stream)
+        return replies.get()
+
+    # orders, run on the main thread
+    def serve(self) -> None:
+        handlers = {"load": self.load, "initialize": self.initialize, "execute": self.execute,
+                    "finalize": self.finalize, "auto_complete": self.auto_complete}
+        while True:
+            message = self.work.get()
+            reply = handlers[message["op"]](message)
+            self.channel.send(reply)
+            if message["op"] == "finalize":
+                os._exit(0)
+
+    def _import(self, message: dict):
+        self.model_file = Path(message["model_file"])
+        sys.path.insert(0, message["version_dir"])
+        spec = importlib.util.spec_from_file_location(MODEL_MODULE, self.model_file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[MODEL_MODULE] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def load(self, message: dict) -> dict:
+        logger = logging.getLogger("tritonctl.serve.python_model")
+        logger.setLevel(message["log_level"])
+        logger.addHandler(_ForwardLog())
+        logger.propagate = False
+        self.decoupled = message["decoupled"]
+        try:
+            module = self._import(message)
+        except BaseException as exc:
+            return {"op": "load_failed", "stage": "import", "text": describe(exc, self.model_file)}
+        model_class = getattr(module, "TritonPythonModel", None)
+        if model_class is None:
+            return {"op": "load_failed", "stage": "class"}
+        try:
+            self.model = model_class()
+        except Exception as exc:
+            return {"op": "load_failed", "stage": "create", "text": describe(exc, self.model_file)}
+        return {"op": "loaded"}
+
+    def initialize(self, message: dict) -> dict:
+        initialize = getattr(self.model, "initialize", None)
+        if initialize is not None:
+            try:
+                initialize(message["args"])
+            except Exception as exc:
+                return {"op": "init_failed", "text": describe(exc, self.model_file)}
+        return {"op": "initialized"}
+
+    def finalize(self, message: dict) -> dict:
+        finalize = getattr(self.model, "finalize", None)
+        if finalize is not None:
+            try:
+                finalize()
+            except Exception as exc:
+                return {"op": "finalized", "text": describe(exc, self.model_file)}
+        return {"op": "finalized"}
+
+    def auto_complete(self, message: dict) -> dict:
+        try:
+            module = self._import(message)
+        except BaseException as exc:
+            return {"op": "complete_failed", "stage": "import", "text": describe(exc, self.model_file)}
+        complete = getattr(getattr(module, "TritonPythonModel", None), "auto_complete_config", None)
+        if complete is None:
+            return {"op": "completed", "config": None}
+        try:
+            result = complete(pb_utils.ModelConfig(message["config"]))
+        except Exception as exc:
+            return {"op": "complete_failed", "stage": "call", "text": describe(exc, self.model_file)}
+        if not isinstance(result, pb_utils.ModelConfig):
+            return {"op": "complete_failed", "stage": "result"}
+        return {"op": "completed", "config": result.as_dict()}
+
+    def execute(self, message: dict) -> dict:
+        exec_id = message["exec"]
+        specs = message["requests"]
+        inputs = wire.unpack_groups([spec["inputs"] for spec in specs], message.get("shm"))
+        senders = _Senders()
+        requests = [pb_utils.InferenceRequest._received(
+            message["model_name"], message["model_version"], [pb_utils.Tensor(n, a) for n, a in inputs[i]],
+            spec["requested"], _Source(spec["id"], spec["timeout"], exec_id, i), spec["correlation_id"],
+            spec["flags"], spec["parameters"], senders, i) for i, spec in enumerate(specs)]
+        token = HOLDS.set(True)
+        try:
+            result = self.model.execute(requests)
+            if inspect.iscoroutine(result):
+                result = self._run_coroutine(result, exec_id)
+        except Exception as exc:
+            return {"op": "exec_failed", "exec": exec_id, "text": execute_failure(exc)}
+        finally:
+            HOLDS.reset(token)
+        reply = {"op": "executed", "exec": exec_id, "made": sorted(senders.made),
+                 "reschedule": [i for i, r in enumerate(requests) if r._source.reschedule]}
+        if result is None:
+            reply["result"] = {"kind": "none"}
+        elif not isinstance(result, (list, tuple)) or self.decoupled:
+            reply["result"] = {"kind": "other", "type": type(result).__name__}
+        else:
+            items, groups = [], []
+            for response in result:
+                if response is None:
+                    items.append(None)
+                    groups.append(None)
+                else:
+                    item, tensors = encode_response(response)
+                    items.append(item)
+                    groups.append(tensors)
+            metas, reply["shm"] = wire.pack_groups(groups, self.prefix)
+            for item, group in zip(items, metas):
+                if group is not None:
+                    item["outputs"] = group
+            reply["result"] = {"kind": "list", "items": items}
+        return reply
+
+    def _run_coroutine(self, coroutine, exec_id: int):
+        """An ordinary model waits for its coroutine; a decoupled model's runs on while the
+        instance takes its next batch (a failure then ends that batch's open senders)."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, daemon=True, name="model-asyncio").start()
+        holds = not self.decoupled
+
+        async def with_holds():
+            HOLDS.set(holds)
+            return await coroutine
+
+        future = asyncio.run_coroutine_threadsafe(with_holds(), self.loop)
+        if not self.decoupled:
+            return future.result()
+
+        def failed(done) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                self.channel.send({"op": "async_failed", "exec": exec_id, "text": execute_failure(done.exception())})
+        future.add_done_callback(failed)
+        return None
+
+
+def main() -> None:
+    global pb_utils, STUB
+    fd, prefix = int(sys.argv[1]), sys.argv[3]
+    sys.argv = [""]  # what Triton's stub shows a model
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+    pb_utils = load_pb_utils()
+    STUB = Stub(wire.Channel(socket.socket(fileno=fd)), prefix)
+    threading.Thread(target=STUB.read, daemon=True, name="stub-reader").start()
+    STUB.serve()
