@@ -43,6 +43,7 @@ BOOTSTRAP = ("import importlib.machinery,importlib.util,sys\n"
 PB_UTILS_NAME = "triton_python_backend_utils"
 MODEL_MODULE = "model"
 _PB_UTILS_FILE = Path(__file__).resolve().parent.parent / "backends" / "pb_utils.py"
+_NUMPY_COMPAT_FILE = _PB_UTILS_FILE.with_name("numpy_compat.py")
 # True while code runs that the instance waits for (a sync execute, an ordinary model's coroutine):
 # a BLS request made there holds the instance, as the server's deadlock check needs to know.
 HOLDS = contextvars.ContextVar("tritonctl_stub_holds", default=False)
@@ -320,6 +321,10 @@ class Stub:
                 os._exit(0)
 
     def _import(self, message: dict):
+        spec = importlib.util.spec_from_file_location("tritonctl_numpy_compat", _NUMPY_COMPAT_FILE)
+        compat = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(compat)
+        compat.restore_numpy1_names()  # models written for Triton's numpy 1.x stub, as in thread mode
         self.model_file = Path(message["model_file"])
         sys.path.insert(0, message["version_dir"])
         spec = importlib.util.spec_from_file_location(MODEL_MODULE, self.model_file)
