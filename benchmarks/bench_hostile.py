@@ -21,7 +21,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,10 @@ import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tritonctl.analyzer.engine import free_ports  # noqa: E402
+
 SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "anchors").is_dir()),
               ROOT.parent / "shared")
 TIMEOUT_S = 10.0
@@ -75,17 +78,6 @@ def make_repository(work: Path) -> Path:
     mtime = secret.stat().st_mtime
     os.utime(secret, (mtime - 3600, mtime))  # an access time before the last write: any read moves it
     return repo
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _status(pid: int) -> dict[str, str]:
