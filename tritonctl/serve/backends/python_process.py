@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import queue
 import secrets
 import socket
 import subprocess
@@ -44,7 +43,6 @@ model_log = logging.getLogger("tritonctl.serve.python_model")
 # The parent directory of the tritonctl package, from which the stub imports its own modules.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
 FINALIZE_S = 30.0  # how long finalize() may take before the stub is killed
-_DEAD = object()
 
 
 class StubDied(Exception):
@@ -80,19 +78,27 @@ class StubProcess:
         self.name = name
         self.prefix = f"tritonctl-py-{os.getpid()}-{secrets.token_hex(4)}-"
         self._handle_call = handle_call  # (message) -> None, for the stub's calls and notes
-        self._replies: queue.SimpleQueue = queue.SimpleQueue()
+        self._order_lock = threading.Lock()  # one order at a time
         self.alive = True
+        # Two socket pairs: orders (load, execute, ...) and their results, read by the thread that
+        # waits for them; calls (the stub's questions while a model runs, logs) and their
+        # answers, read by a thread each side. An execution thus wakes one thread per side.
         ours, theirs = socket.socketpair()
+        calls_ours, calls_theirs = socket.socketpair()
         try:
             self.process = subprocess.Popen(
-                [python, "-c", BOOTSTRAP, str(theirs.fileno()), _PACKAGE_PARENT, self.prefix],
-                pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+                [python, "-c", BOOTSTRAP, str(theirs.fileno()), _PACKAGE_PARENT, self.prefix,
+                 str(calls_theirs.fileno())],
+                pass_fds=(theirs.fileno(), calls_theirs.fileno()), env=env, stdin=subprocess.DEVNULL)
         except OSError as exc:
             ours.close()
+            calls_ours.close()
             raise BackendLoadError(f"unable to start the stub process of '{name}' with '{python}': {exc}") from None
         finally:
             theirs.close()
-        self.channel = wire.Channel(ours)
+            calls_theirs.close()
+        self.orders = wire.Channel(ours)
+        self.channel = wire.Channel(calls_ours)
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"{name}-stub")
         self._reader.start()
 
@@ -101,32 +107,30 @@ class StubProcess:
             message = self.channel.receive()
             if message is None:
                 break
-            if message["op"] in ("call", "log", "async_failed", "bls_cancel"):
-                try:
-                    self._handle_call(message)
-                except Exception:  # a note the stub sent wrongly must not end the reader
-                    log.exception("stub '%s': message %s failed", self.name, message.get("op"))
-            else:
-                self._replies.put(message)
+            try:
+                self._handle_call(message)
+            except Exception:  # a message the stub sent wrongly must not end the reader
+                log.exception("stub '%s': message %s failed", self.name, message.get("op"))
         self.alive = False
         self.process.wait()
         wire.remove_leftovers(self.prefix)
-        self._replies.put(_DEAD)
         self._handle_call({"op": "died"})
 
     def request(self, message: dict) -> dict:
         """Send an order and wait for the stub's answer; StubDied when it exits first."""
-        if not self.alive:
-            raise StubDied()
-        try:
-            self.channel.send(message)
-        except OSError:
-            raise StubDied() from None
-        reply = self._replies.get()
-        if reply is _DEAD:
-            self._replies.put(_DEAD)  # for whoever waits next
-            raise StubDied()
-        return reply
+        with self._order_lock:
+            if not self.alive:
+                raise StubDied()
+            try:
+                self.orders.send(message)
+            except OSError:
+                self.alive = False
+                raise StubDied() from None
+            reply = self.orders.receive()
+            if reply is None:
+                self.alive = False
+                raise StubDied()
+            return reply
 
     def exit_reason(self) -> str:
         code = self.process.returncode
@@ -136,6 +140,7 @@ class StubProcess:
 
     def stop(self, timeout_s: float) -> None:
         """End the process: it exits once its socket closes; killed after ``timeout_s``."""
+        self.orders.close()
         self.channel.close()
         try:
             self.process.wait(timeout_s)

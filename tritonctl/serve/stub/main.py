@@ -1,16 +1,17 @@
 """The stub process of one Python model instance (Triton's ``triton_python_backend_stub``).
 
 Started by ``serve.backends.python_process`` with the model's Python (the server's, or the one of
-its ``EXECUTION_ENV_PATH``) as ``python -c BOOTSTRAP <socket fd> <tritonctl's parent dir>
-<shm prefix>``. It imports ``model.py`` as the module ``model`` with the version directory on
+its ``EXECUTION_ENV_PATH``) as ``python -c BOOTSTRAP <orders socket fd> <tritonctl's parent dir>
+<shm prefix> <calls socket fd>``. It imports ``model.py`` as the module ``model`` with the version directory on
 ``sys.path`` and ``sys.argv == ['']``, as Triton's stub does, and runs ``initialize``, ``execute``
 (also ``async def``), ``finalize`` and ``auto_complete_config`` on the server's word. Requests
 and responses arrive and leave as ``wire`` messages; what a model asks of the server while it
 runs (a response sender's ``send``, ``is_cancelled``, BLS ``exec`` / ``async_exec``, ``Logger``)
 is a message too, answered by the server.
 
-The main thread runs the model's calls one at a time; a reader thread takes the server's
-messages, so answers reach a model waiting in ``execute`` (BLS) and any of its threads.
+The main thread reads the server's orders and runs them one at a time; a reader thread takes the
+server's answers to calls on the other socket, so they reach a model waiting in ``execute``
+(BLS) and any of its threads.
 """
 
 from __future__ import annotations
@@ -254,10 +255,10 @@ class _ForwardLog(logging.Handler):
 
 
 class Stub:
-    def __init__(self, channel: wire.Channel, prefix: str):
-        self.channel = channel
+    def __init__(self, orders: wire.Channel, channel: wire.Channel, prefix: str):
+        self.orders = orders  # the server's orders and their results, on the main thread
+        self.channel = channel  # calls to the server and its answers, read by the reader thread
         self.prefix = prefix
-        self.work: queue.SimpleQueue = queue.SimpleQueue()  # the server's orders, for the main thread
         self._calls = itertools.count(1)
         self._waiting: dict[int, object] = {}  # call id -> callable taking the reply
         self._streams: dict[int, queue.SimpleQueue] = {}
@@ -287,8 +288,6 @@ class Stub:
                     if message.get("final", True):
                         with self._lock:
                             self._streams.pop(message["call"], None)
-            else:
-                self.work.put(message)
 
     def call_later(self, message: dict, path: str | None, answer, stream: bool = False) -> None:
         """Ask the server ``message``; ``answer`` gets its reply (from the reader thread)."""
@@ -314,9 +313,11 @@ class Stub:
         handlers = {"load": self.load, "initialize": self.initialize, "execute": self.execute,
                     "finalize": self.finalize, "auto_complete": self.auto_complete}
         while True:
-            message = self.work.get()
+            message = self.orders.receive()
+            if message is None:
+                os._exit(0)  # the server has gone
             reply = handlers[message["op"]](message)
-            self.channel.send(reply)
+            self.orders.send(reply)
             if message["op"] == "finalize":
                 os._exit(0)
 
@@ -452,11 +453,11 @@ class Stub:
 
 def main() -> None:
     global pb_utils, STUB
-    fd, prefix = int(sys.argv[1]), sys.argv[3]
+    orders_fd, prefix, calls_fd = int(sys.argv[1]), sys.argv[3], int(sys.argv[4])
     sys.argv = [""]  # what Triton's stub shows a model
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
     pb_utils = load_pb_utils()
-    STUB = Stub(wire.Channel(socket.socket(fileno=fd)), prefix)
+    STUB = Stub(wire.Channel(socket.socket(fileno=orders_fd)), wire.Channel(socket.socket(fileno=calls_fd)), prefix)
     threading.Thread(target=STUB.read, daemon=True, name="stub-reader").start()
     STUB.serve()

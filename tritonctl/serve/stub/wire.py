@@ -1,7 +1,8 @@
 """What the server and a Python model's stub process say to each other.
 
-Control messages are small JSON objects, each framed by its length (4 bytes, little endian), on a
-Unix socket pair. Tensors never travel in them: each message that carries tensors writes them into
+Control messages are small JSON objects, each framed by its length (4 bytes, little endian), on
+Unix socket pairs (orders and their results; calls and their answers). Tensors never travel in
+them: each message that carries tensors writes them into
 a shared-memory file of its own (``/dev/shm`` where there is one), and the message names the file
 and where each tensor lies in it. The reader maps the file copy-on-write, so its arrays are
 writable views without a copy, and unlinks it at once. Files are named after the instance
