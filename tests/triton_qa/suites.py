@@ -261,6 +261,33 @@ REQUEST_RESCHEDULING = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python/model_control
+
+def build_model_control(suite_dir: Path, repository: Path) -> None:
+    copy_model(python_model("identity_fp32"), repository)
+    (repository / "simple_identity_fp32" / "1").mkdir(parents=True)
+    shutil.copy(python_model("simple_identity_fp32") / "config.pbtxt", repository / "simple_identity_fp32")
+
+
+# shm_util's leak probe reads Triton's Python-backend shared memory through Triton's compiled
+# triton_shm_monitor module; the tests skip it where TEST_JETSON=1, as on Jetson.
+NO_SHM_PROBE = {"TEST_JETSON": "1"}
+
+MODEL_CONTROL = Suite(
+    name="L0_backend_python/model_control",
+    tests=("model_control_test.py",),
+    build=build_model_control,
+    env=NO_SHM_PROBE,
+    phases=(Phase(tritonctl_args=("--model-control-mode", "explicit", "--log-verbose", "1"),
+                  triton_args=("--model-control-mode=explicit", "--log-verbose=1")),),
+    not_applicable={
+        "ExplicitModelTest.test_faulty_model_load":
+            "its model auto_complete_error is not in the repository test.sh builds (identity_fp32 and "
+            "simple_identity_fp32 only), so the load fails on any server for that reason",
+    },
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -269,4 +296,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     OPTIONAL_INPUT,
     RESPONSE_SENDER,
     REQUEST_RESCHEDULING,
+    MODEL_CONTROL,
 )}
