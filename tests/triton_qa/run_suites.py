@@ -234,7 +234,8 @@ def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_d
     env.pop("PYTHONHOME", None)
     problem = ""
     try:
-        with Server(engine, repository, suite, phase, phase_dir / f"{engine}.log", ports, serve_args):
+        log = suite_dir / suite.server_log if suite.server_log else phase_dir / f"{engine}.log"
+        with Server(engine, repository, suite, phase, log, ports, serve_args):
             done = subprocess.run(command, cwd=suite_dir, env=env, capture_output=True, text=True,
                                   timeout=suite.suite_timeout_s)
     except RuntimeError as exc:

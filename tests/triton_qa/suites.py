@@ -5,6 +5,7 @@ on a CPU-only machine without Triton's C++ backends, each with its reason."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ class Suite:
     phases: tuple[Phase, ...] = (Phase(),)
     not_applicable: dict[str, str] = field(default_factory=dict)  # "[label] Class.test" -> reason
     env: dict[str, str] = field(default_factory=dict)
+    server_log: str | None = None  # where the tests read the server's log, in the suite directory
     case_timeout_s: int = 120
     suite_timeout_s: int = 900
     start_timeout_s: float = 120
@@ -288,6 +290,40 @@ MODEL_CONTROL = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python/lifecycle
+
+def _sed_name(name: str) -> Callable[[str], str]:
+    return lambda config: re.sub(r"(?m)^name:.*", f'name: "{name}"', config)
+
+
+def build_lifecycle(suite_dir: Path, repository: Path) -> None:
+    """The first repository of test.sh (the init/fini/auto-complete error runs that follow grep
+    the server log of a failed start and are not ported)."""
+    for name in ("error_code", "execute_cancel", "execute_return_error"):
+        copy_model(python_model(name), repository)
+    copy_model(python_model("execute_error"), repository, config_edit=lambda config: re.sub(
+        r"(?m)^max_batch_size:.*", "max_batch_size: 8", _sed_name("execute_error")(config))
+        + "dynamic_batching { preferred_batch_size: [8], max_queue_delay_microseconds: 12000000 }\n")
+    copy_model(python_model("wrong_model"), repository, config_edit=lambda config: _sed_name("wrong_model")(
+        config).replace("TYPE_FP32", "TYPE_UINT32"))
+
+
+LIFECYCLE = Suite(
+    name="L0_backend_python/lifecycle",
+    tests=("lifecycle_test.py",),
+    build=build_lifecycle,
+    env=NO_SHM_PROBE,
+    server_log="lifecycle_server.log",
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+    not_applicable={
+        "LifecycleTest.test_batch_error":
+            "the case expects an execute_error model that fails the first and third request of a batch; "
+            "the model.py kept here (the version published with it that this port could fetch) fails every "
+            "request, so it fails on any server",
+    },
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -297,4 +333,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     RESPONSE_SENDER,
     REQUEST_RESCHEDULING,
     MODEL_CONTROL,
+    LIFECYCLE,
 )}
