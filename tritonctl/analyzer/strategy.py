@@ -20,8 +20,9 @@ meets the constraints and is not among them, are measured again head to head, in
 ``FINAL_ROUNDS`` times on the same server, and the winner is chosen from those numbers
 alone: the leader is the finalist whose worst round-by-round ratio against the others is the
 highest; finalists neither beaten by it beyond noise nor equivalent to it get more rounds; the
-cheapest of the leader and the finalists equivalent to it wins. Its margin over the runner-up
-(the closest competitor) is stated, and whether it is beyond noise.
+cheapest of the leader and the finalists equivalent to it wins, unless it neither beats the default
+beyond noise nor is equivalent to it: then the default is kept (a change must prove itself). Its
+margin over the runner-up (the closest competitor) is stated, and whether it is beyond noise.
 
 A config that meets the constraints beats one that does not; between two that miss them, the one
 closer to meeting them is better. Smart never measures more than its budget of configs (by default
@@ -89,6 +90,7 @@ class FinalRound:
     rounds: int
     versus: Paired | None = None  # the chosen config against the runner-up, round by round
     equivalent: list[str] = field(default_factory=list)  # the leader and those equivalent to it (the cheapest won)
+    unproven: str | None = None  # the head-to-head leader the default was kept against (it did not win beyond noise)
 
     @property
     def margin(self) -> float | None:
@@ -106,6 +108,12 @@ class FinalRound:
         """The margin in words, for the summary and the config header."""
         if self.runner_up is None or self.versus is None:
             return "it was the only measured config meeting the constraints, so there was no runner-up"
+        if self.unproven is not None:
+            return (f"the default config is kept: {self.unproven} led the head-to-head rounds but did not beat it "
+                    f"beyond noise ({-self.margin:+.1%} over the default, noise +-{self.versus.band:.1%}); longer "
+                    "windows (-p) may tell them apart") if self.runner_up.config_id == self.unproven else (
+                    f"the default config is kept: {self.unproven} led the head-to-head rounds but did not beat "
+                    f"it beyond noise")
         head = (f"{self.margin:+.1%} against the runner-up {self.runner_up.config_id} (median of the per-round "
                 f"ratios over {self.versus.rounds} head-to-head rounds)")
         if self.beyond_noise:
@@ -130,7 +138,8 @@ class FinalRound:
                 "chosen": self.chosen.config_id,
                 "runner_up": self.runner_up.config_id if self.runner_up is not None else None,
                 "margin": self.margin, "band": self.versus.band if self.versus is not None else None,
-                "beyond_noise": self.beyond_noise, "equivalent": list(self.equivalent), "verdict": self.verdict()}
+                "beyond_noise": self.beyond_noise, "equivalent": list(self.equivalent),
+                "default_kept_against": self.unproven, "verdict": self.verdict()}
 
 
 class Search:
@@ -336,11 +345,17 @@ def final_round(search: Search) -> None:
         group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
     equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
     chosen = min(equal, key=lambda e: cost(e.knobs))
+    # The default is the incumbent: another config replaces it only by beating it beyond noise (or
+    # by being equivalent and cheaper).
+    default = next((e for e in estimates if e.config_id == search.set.default.config_id), None)
+    unproven = None
+    if default is not None and chosen is not default and not beaten(chosen, default) and not same(chosen, default):
+        unproven, chosen = chosen.config_id, default
     # The runner-up is the closest competitor: the smallest head-to-head margin of the chosen config.
     runner_up = min((e for e in estimates if e is not chosen),
                     key=lambda e: (e.tier != chosen.tier, versus(chosen, e).ratio))
     final = FinalRound(estimates, chosen, runner_up, rounds, versus(chosen, runner_up),
-                       [e.config_id for e in equal] if len(equal) > 1 else [])
+                       [e.config_id for e in equal] if len(equal) > 1 and unproven is None else [], unproven)
     search.final = final
     standings = "; ".join(f"{e.config_id} {e.describe()}" for e in estimates)
     search.decide(f"final round: {', '.join(c.config_id for c in finalists)} measured again head to head, "

@@ -207,3 +207,27 @@ def test_configs_that_cannot_be_told_apart_are_not_called_equivalent(tmp_path):
     final = search.final
     assert final.chosen.config_id == "b32-d0-i1-cpu" and not final.equivalent
     assert final.beyond_noise is False and "not beyond noise" in final.verdict()
+
+
+def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise(tmp_path):
+    """A config that leads the final round by a margin inside the noise does not replace the default."""
+    cset, _ = small_space(tmp_path, batch_sizes=(1, 32), queue_delays_us=(0,), instance_counts=(1,),
+                          concurrency=(16,))
+    series = {"b32-d0-i1-cpu": [1100, 1300, 950, 1200, 1150, 1000, 1250],
+              "default": [1000, 1000, 1150, 1050, 1100, 1100, 1050],
+              "b1-d0-i1-cpu": [400] * 7}
+    evaluate, _ = flat(lambda knobs: 0.0, 0.05)
+
+    def point(candidate, repeat, stage):
+        base = evaluate(candidate, stage).points[0]
+        return replace(base, throughput=float(series[candidate.config_id][repeat]), repeat=repeat, stage=stage)
+
+    search = Search(cset, lambda candidate, stage: ConfigResult(
+        candidate.config_id, candidate.knobs, candidate.is_default, [point(candidate, 0, stage)],
+        point(candidate, 0, stage)), Objective(), Constraints(),
+        sample=lambda candidate, concurrency, repeat, stage: point(candidate, repeat, stage))
+    run_exhaustive(search)
+    final = search.final
+    assert final.chosen.config_id == "default" and final.unproven == "b32-d0-i1-cpu", final.verdict()
+    assert final.verdict().startswith("the default config is kept: b32-d0-i1-cpu led the head-to-head rounds")
+    assert final.as_dict()["default_kept_against"] == "b32-d0-i1-cpu"
