@@ -60,7 +60,7 @@ class ServeOptions:
     # tritonserver's --trace-config values, e.g. ["triton,file=trace.json", "level=TIMESTAMPS", "rate=1"]
     trace_config: list[str] = field(default_factory=list)
     # Python models: each instance in a stub process of its own ("process"), or in the server's ("thread")
-    python_isolation: str = "thread"
+    python_isolation: str = "process"
 
 
 class ServerRuntime:

@@ -34,9 +34,9 @@ def write_model(repo: Path, name: str, config: str, code: str) -> Path:
     return repo / name
 
 
-def serve(repo: Path, **extra) -> BackgroundServer:
+def serve(repo: Path, isolation: str = "process", **extra) -> BackgroundServer:
     return BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, exit_timeout_secs=5,
-                                         python_isolation="process", **extra))
+                                         python_isolation=isolation, **extra))
 
 
 def http_input(name: str, array: np.ndarray, datatype: str):
@@ -365,8 +365,9 @@ PIPE_CONFIG = '''
 '''
 
 
-@pytest.fixture(scope="module")
-def api_server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["process", "thread"])
+def api_server(tmp_path_factory, request):
+    """The same models in stub processes and, with --python-isolation thread, in the server's."""
     repo = tmp_path_factory.mktemp("api")
     write_model(repo, "add", "max_batch_size: 0\n", ADD)
     write_model(repo, "counter", PIPE_CONFIG + "model_transaction_policy { decoupled: true }\n", COUNTER)
@@ -375,14 +376,14 @@ def api_server(tmp_path_factory):
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
     ''', PIPELINE)
-    with serve(repo) as server:
-        yield server, repo
-    assert (repo / "add" / "finalized").read_text() == "yes"  # finalize ran in the stub at unload
+    with serve(repo, request.param) as server:
+        yield server, repo, request.param
+    assert (repo / "add" / "finalized").read_text() == "yes"  # finalize ran (in the stub) at unload
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_bls_decoupled_async_and_parameters_work_across_processes(api_server, protocol):
-    server, repo = api_server
+    server, repo, isolation = api_server
     if protocol == "http":
         client, make = httpclient.InferenceServerClient(server.http_url), http_input
     else:
@@ -394,16 +395,19 @@ def test_bls_decoupled_async_and_parameters_work_across_processes(api_server, pr
     assert report["parameters"] == {"tag": "x", "n": 2, "on": True}
     assert report["refused"] == ("Model missing - Error when running inference: Failed for execute the inference "
                                  "request. Model 'missing' is not ready.")
-    assert report["pid"] != os.getpid()
     instance, pid = (repo / "add" / "initialized").read_text().split()
-    assert instance == "add_0" and int(pid) not in (os.getpid(), report["pid"])  # each model its own process
+    assert instance == "add_0"
+    if isolation == "process":
+        assert report["pid"] != os.getpid() and int(pid) not in (os.getpid(), report["pid"])  # a process each
+    else:
+        assert report["pid"] == int(pid) == os.getpid()
     config = client.get_model_config("add")
     inputs = config["input"] if protocol == "http" else [{"name": t.name} for t in config.config.input]
     assert [t["name"] for t in inputs] == ["IN"]  # completed by auto_complete_config in a stub
 
 
 def test_a_decoupled_model_streams_across_processes(api_server):
-    server, _ = api_server
+    server, _, _ = api_server
     client = grpcclient.InferenceServerClient(server.grpc_url)
     results: list = []
     done = threading.Event()

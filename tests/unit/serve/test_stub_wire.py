@@ -57,6 +57,12 @@ def test_text_elements_arrive_as_bytes_and_arrays_are_writable():
     assert floats.tolist() == [1, 2, 3, 4]
 
 
+def test_bytes_elements_that_are_not_bytes_arrive_as_their_str():
+    """As Triton writes BYTES (L0_parameters' model answers ints, floats and bools this way)."""
+    metas, path = wire.pack([("V", np.array([1, 123.123, True, 1 << 40, "x"], dtype=object))], PREFIX)
+    assert wire.unpack(metas, path)[0][1].tolist() == [b"1", b"123.123", b"True", str(1 << 40).encode(), b"x"]
+
+
 def test_groups_share_one_file():
     groups = [[("A", np.ones(3, np.int32))], None, [], [("B", np.zeros((2, 2), np.float64)), ("C", np.array([b"x"],
                                                                                                           object))]]

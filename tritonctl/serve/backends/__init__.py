@@ -51,7 +51,7 @@ def _python_process_complete_config(config, model_dir):
 PYTHON_ISOLATIONS = ("thread", "process")
 
 
-def registry(python_isolation: str = "thread") -> BackendRegistry:
+def registry(python_isolation: str = "process") -> BackendRegistry:
     """Every backend tritonctl serve runs: onnxruntime, pytorch (TorchScript, with torch installed),
     tensorrt (plans, with the tensorrt extra and a GPU) and python (with its auto-complete): each
     Python model instance in the server's process (``thread``) or in a stub process of its own

@@ -411,6 +411,7 @@ class ProcessPythonBackend(PythonBackend):
     def close(self) -> None:
         if self._stub is None:
             return
+        self._closing = True  # the stub's exit after finalize() is no crash
         if self._stub.alive:
             try:
                 self._remote.finalize()

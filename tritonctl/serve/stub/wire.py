@@ -7,7 +7,8 @@ a shared-memory file of its own (``/dev/shm`` where there is one), and the messa
 and where each tensor lies in it. The reader maps the file copy-on-write, so its arrays are
 writable views without a copy, and unlinks it at once. Files are named after the instance
 (``prefix``), so what a dead process left behind can be removed (``remove_leftovers``).
-BYTES tensors are written as Triton serializes them: each element a 4-byte length and its bytes.
+BYTES tensors are written as Triton serializes them: each element a 4-byte length and its bytes
+(an element that is not bytes as its ``str()``, so ``1``, ``1.5`` and ``True`` arrive as text).
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class Channel:
 
 def _serialize_bytes(array: np.ndarray) -> bytes:
     parts = []
-    for element in array.reshape(-1):
-        value = element.encode("utf-8") if isinstance(element, str) else bytes(element)
+    for element in array.reshape(-1):  # as Triton writes BYTES: an element not bytes as its str()
+        value = bytes(element) if isinstance(element, (bytes, bytearray, memoryview)) else str(element).encode("utf-8")
         parts.append(_LENGTH.pack(len(value)))
         parts.append(value)
     return b"".join(parts)
