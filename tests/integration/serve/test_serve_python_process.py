@@ -424,3 +424,15 @@ def test_a_decoupled_model_streams_across_processes(api_server):
     client.stop_stream()
     values = [int(r.as_numpy("OUT")[0]) for r in results if r.as_numpy("OUT") is not None]
     assert values == [0, 1, 2, 3]
+
+
+def test_loading_a_crashed_model_again_gives_it_a_new_process(tmp_path):
+    write_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
+    with serve(tmp_path, control_mode="explicit", load_models=["*"]) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        with pytest.raises(InferenceServerException):
+            client.infer("crasher", [http_input("HOW", np.array([1], np.int32), "INT32")])
+        assert not client.is_model_ready("crasher")
+        client.load_model("crasher")  # its files are unchanged, yet a version with a dead stub is not kept
+        assert client.is_model_ready("crasher")
+        assert client.infer("crasher", [http_input("HOW", np.array([0], np.int32), "INT32")]).as_numpy("OUT")[0] == 0

@@ -173,6 +173,8 @@ class ModelManager:
             for version in wanted:
                 reusable = old.versions.get(version) if old and config_override is None and \
                     not old.overridden and old.fingerprint == entry.fingerprint else None
+                if reusable is not None and not all(i.ready() for i in getattr(reusable, "instances", ())):
+                    reusable = None  # an instance that cannot execute any more (a dead stub): load it anew
                 if reusable is not None:
                     entry.versions[version] = reusable
                     entry.states[version] = VersionState(READY)
