@@ -32,7 +32,8 @@ def test_smart_chooses_a_batched_config_for_the_mlp(tmp_path):
     for knob in ("instance count", "max batch size", "queue delay (us)"):
         assert f"explore {knob}: " in decisions
     final = result.meta["final_round"]
-    assert final["chosen"] == result.best.config_id and len(final["finalists"]) == 3
+    # The best three, and the default (no batcher) when it was not among them.
+    assert final["chosen"] == result.best.config_id and len(final["finalists"]) in (3, 4)
     assert all(f["samples"] >= 3 for f in final["finalists"])
     assert isinstance(final["beyond_noise"], bool) and "against the runner-up" in final["verdict"]
     summary = json.loads((out / "summary.json").read_text())

@@ -21,7 +21,8 @@ meets the constraints and is not among them, are measured again head to head, in
 alone: the leader is the finalist whose worst round-by-round ratio against the others is the
 highest; finalists neither beaten by it beyond noise nor equivalent to it get more rounds; the
 cheapest of the leader and the finalists equivalent to it wins, unless it neither beats the default
-beyond noise nor is equivalent to it: then the default is kept (a change must prove itself). Its
+beyond noise nor is equivalent to it: then the default is kept (a change must prove itself), except
+a default that turns batching off on a model that can batch. Its
 margin over the runner-up (the closest competitor) is stated, and whether it is beyond noise.
 
 A config that meets the constraints beats one that does not; between two that miss them, the one
@@ -345,9 +346,13 @@ def final_round(search: Search) -> None:
         group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
     equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
     chosen = min(equal, key=lambda e: cost(e.knobs))
-    # The default is the incumbent: another config replaces it only by beating it beyond noise (or
-    # by being equivalent and cheaper).
-    default = next((e for e in estimates if e.config_id == search.set.default.config_id), None)
+    # A default that batches (or a model that cannot batch) is the incumbent: another config replaces
+    # it only by beating it beyond noise, or by being equivalent and cheaper. A default that turns
+    # batching off is not a place to stay on a model that can batch (the search starts elsewhere
+    # for the same reason).
+    knobs = search.set.default.knobs
+    incumbent = knobs.dynamic_batching or knobs.max_batch_size == 0
+    default = next((e for e in estimates if e.config_id == search.set.default.config_id), None) if incumbent else None
     unproven = None
     if default is not None and chosen is not default and not beaten(chosen, default) and not same(chosen, default):
         unproven, chosen = chosen.config_id, default

@@ -110,9 +110,9 @@ def test_budget_stops_the_search_and_says_what_it_missed(candidates):
     assert search.final is not None  # the final round still confirms the best of what was measured
 
 
-def small_space(tmp_path, **space):
+def small_space(tmp_path, default_config: str = "", **space):
     repo = tmp_path / "repo"
-    model_dir = onnx_model(repo, config="")  # max_batch_size 8, one instance, no dynamic batching
+    model_dir = onnx_model(repo, config=default_config)  # max_batch_size 8, one instance, by default no batcher
     _, base = load_model_config(repo, "add_sub")
     resolved = SearchSpace(**space).resolved(base)
     return build_candidates(model_dir, base, resolved, validate=False), resolved
@@ -210,9 +210,10 @@ def test_configs_that_cannot_be_told_apart_are_not_called_equivalent(tmp_path):
 
 
 def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise(tmp_path):
-    """A config that leads the final round by a margin inside the noise does not replace the default."""
-    cset, _ = small_space(tmp_path, batch_sizes=(1, 32), queue_delays_us=(0,), instance_counts=(1,),
-                          concurrency=(16,))
+    """A config that leads the final round by a margin inside the noise does not replace a default that
+    batches; it does replace one that turns batching off."""
+    cset, _ = small_space(tmp_path, "dynamic_batching { }", batch_sizes=(1, 32), queue_delays_us=(0,),
+                          instance_counts=(1,), concurrency=(16,))
     series = {"b32-d0-i1-cpu": [1100, 1300, 950, 1200, 1150, 1000, 1250],
               "default": [1000, 1000, 1150, 1050, 1100, 1100, 1050],
               "b1-d0-i1-cpu": [400] * 7}
@@ -231,3 +232,9 @@ def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise
     assert final.chosen.config_id == "default" and final.unproven == "b32-d0-i1-cpu", final.verdict()
     assert final.verdict().startswith("the default config is kept: b32-d0-i1-cpu led the head-to-head rounds")
     assert final.as_dict()["default_kept_against"] == "b32-d0-i1-cpu"
+
+    no_batcher, _ = small_space(tmp_path / "b", batch_sizes=(1, 32), queue_delays_us=(0,), instance_counts=(1,),
+                                concurrency=(16,))
+    search = Search(no_batcher, search.evaluate, Objective(), Constraints(), sample=search.sample)
+    run_exhaustive(search)
+    assert search.final.chosen.config_id == "b32-d0-i1-cpu" and search.final.unproven is None
