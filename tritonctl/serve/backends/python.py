@@ -19,7 +19,6 @@ import logging
 import re
 import sys
 import time
-import traceback
 import weakref
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
 from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
+from tritonctl.serve.stub.errors import describe, execute_failure
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
@@ -70,29 +70,6 @@ def exec_model_file(module_name: str, model_file: Path, version_dir: Path, modul
     with model_import_context(version_dir):
         spec.loader.exec_module(module)
     return module
-
-
-def describe(exc: BaseException, model_file: Path) -> str:
-    """``Type: message`` and the innermost line of the model's own file, as Triton reports it."""
-    text = f"{type(exc).__name__}: {exc}"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if Path(f.filename).resolve().parent == model_file.resolve().parent]
-    if frames:
-        frame = frames[-1]
-        text += f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})"
-    return text
-
-
-def execute_failure(exc: BaseException) -> str:
-    """``Type: message`` and the model's frames, innermost first, as Triton's Python backend reports
-    an exception of execute(): ``ValueError: boom\n\nAt:\n  /path/model.py(6): execute\n``."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = [i for i, frame in enumerate(frames) if Path(frame.filename).resolve() == Path(__file__).resolve()]
-    frames = frames[ours[-1] + 1:] if ours else frames  # from the model's execute inwards
-    text = f"{type(exc).__name__}: {exc}"
-    if frames:
-        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
-    return text
 
 
 class PythonBackend(RequestBackend):
@@ -219,7 +196,7 @@ class PythonBackend(RequestBackend):
 
     def _failure(self, exc: Exception) -> ServeError:
         """What the requests of a batch whose execute() raised ``exc`` fail with."""
-        return self._execute_error(execute_failure(exc))
+        return self._execute_error(execute_failure(exc, __file__))
 
     def _execute_error(self, message: str) -> ServeError:
         return internal(f"Failed to process the request(s) for model '{self.instance.name}', message: {message}")
@@ -239,7 +216,7 @@ class PythonBackend(RequestBackend):
             return self._event_loop.run(with_caller())
 
         def failed(exc: BaseException) -> None:
-            error = self._execute_error(execute_failure(exc))
+            error = self._execute_error(execute_failure(exc, __file__))
             log.error("%s", error.message)
             self._fail_open(pb_requests, error)
 

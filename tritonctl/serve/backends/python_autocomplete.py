@@ -14,7 +14,8 @@ from tritonctl.repo_schema.autocomplete import model_version_dir
 from tritonctl.repo_schema.python_autocomplete import may_autocomplete
 from tritonctl.serve.backends import pb_utils
 from tritonctl.serve.core.backend_api import BackendLoadError
-from tritonctl.serve.backends.python import describe, exec_model_file
+from tritonctl.serve.backends.python import exec_model_file
+from tritonctl.serve.stub.errors import describe
 
 
 def complete_config(config, model_dir: Path):

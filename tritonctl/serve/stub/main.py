@@ -28,10 +28,10 @@ import queue
 import socket
 import sys
 import threading
-import traceback
 from pathlib import Path
 
 from tritonctl.serve.stub import wire
+from tritonctl.serve.stub.errors import describe, execute_failure
 
 # Run by ``python -c``: tritonctl's own package found in one directory, nothing else of it on sys.path.
 BOOTSTRAP = ("import importlib.machinery,importlib.util,sys\n"
@@ -66,30 +66,6 @@ pb_utils = None  # the module, once main() has loaded it
 STUB: "Stub | None" = None
 
 
-def describe(exc: BaseException, model_file: Path) -> str:
-    """``Type: message`` and the innermost line of the model's own file (the server's texts)."""
-    text = f"{type(exc).__name__}: {exc}"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if Path(f.filename).resolve().parent == model_file.resolve().parent]
-    if frames:
-        frame = frames[-1]
-        text += f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})"
-    return text
-
-
-def execute_failure(exc: BaseException) -> str:
-    """``Type: message`` and the model's frames, innermost first, as Triton reports an exception
-    of execute()."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = [i for i, frame in enumerate(frames) if Path(frame.filename).resolve() == Path(__file__).resolve()]
-    frames = frames[ours[-1] + 1:] if ours else frames
-    text = f"{type(exc).__name__}: {exc}"
-    if frames:
-        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
-    return text
-
-
-# ---- responses on the wire ---------------------------------------------------------------------
 def encode_response(response) -> tuple[dict, list | None]:
     """A pb_utils.InferenceResponse (or whatever a model gave instead) as a wire item and its tensors."""
     if not isinstance(response, pb_utils.InferenceResponse):
@@ -402,7 +378,7 @@ class Stub:
             if inspect.iscoroutine(result):
                 result = self._run_coroutine(result, exec_id)
         except Exception as exc:
-            return {"op": "exec_failed", "exec": exec_id, "text": execute_failure(exc)}
+            return {"op": "exec_failed", "exec": exec_id, "text": execute_failure(exc, __file__)}
         finally:
             HOLDS.reset(token)
         reply = {"op": "executed", "exec": exec_id, "made": sorted(senders.made),
@@ -446,7 +422,8 @@ class Stub:
 
         def failed(done) -> None:
             if not done.cancelled() and done.exception() is not None:
-                self.channel.send({"op": "async_failed", "exec": exec_id, "text": execute_failure(done.exception())})
+                text = execute_failure(done.exception(), __file__)
+                self.channel.send({"op": "async_failed", "exec": exec_id, "text": text})
         future.add_done_callback(failed)
         return None
 
