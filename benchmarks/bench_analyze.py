@@ -115,7 +115,7 @@ def make_repository(name: str, work: Path) -> tuple[Path, dict, str]:
             models.mkdir(parents=True, exist_ok=True)
             maker.generated_models(models)
         (model_dir / "1").mkdir(parents=True, exist_ok=True)
-        (model_dir / "1" / "model.onnx").symlink_to((models / "embedder.onnx").resolve())
+        shutil.copy(models / "embedder.onnx", model_dir / "1" / "model.onnx")  # a symlink out of the repository is refused
         (model_dir / "config.pbtxt").write_text(ONNX_CONFIG.format(name=name))
         import numpy as np
 
