@@ -105,7 +105,30 @@ def test_cli_writes_csv_and_json(server, tmp_path, capsys):
     assert json.loads(out)["levels"][0]["request_rate"] == 100
 
 
+def test_cli_replays_a_request_intervals_file(server, tmp_path, capsys):
+    trace = tmp_path / "trace.txt"
+    trace.write_text("4000\n\n2000\n14000\n")  # 3 sends per 20 ms: 150/s on average, in a loop
+    code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.grpc_url, "-i", "grpc",
+                         "--request-intervals", str(trace), "-p", "150", "-s", "500", "-r", "4", "--json", "-")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["request_intervals"] == {"count": 3, "total_us": 20000, "mean_rate_per_s": 150.0}
+    (level,) = document["levels"]
+    assert level["concurrency"] is None and level["request_rate"] is None and level["error_count"] == 0
+    assert 30 < level["throughput_infer_per_s"] < 400
+    assert document["total_requests_sent"] == document["server_requests_total"]
+
+    code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "--request-intervals", str(trace),
+                         "-p", "150", "-s", "500", "-r", "4")
+    assert code == 0, err
+    assert "trace of 3 intervals, mean 150/s" in out
+
+
 @pytest.mark.parametrize("args, fragment", [
+    (["--request-intervals", "missing.txt"], "--request-intervals missing.txt: no such file"),
+    (["--request-intervals", "BAD"], "BAD:2: '10 ms' is not a whole number of microseconds"),
+    (["--request-intervals", "BAD", "--concurrency-range", "2"],
+     "--concurrency-range or --request-intervals, not both"),
     (["--concurrency-range", "0:2"], "--concurrency-range '0:2'"),
     (["--concurrency-range", "1", "--request-rate-range", "10"], "not both"),
     (["--shape", "INPUT0"], "NAME:DIMS"),
@@ -113,6 +136,10 @@ def test_cli_writes_csv_and_json(server, tmp_path, capsys):
     (["-b", "64"], "max_batch_size 8"),
     (["--input-data", "missing.json"], "--input-data 'missing.json'"),
 ])
-def test_cli_bad_arguments(server, capsys, args, fragment):
+def test_cli_bad_arguments(server, capsys, tmp_path, args, fragment):
+    bad = tmp_path / "BAD"
+    bad.write_text("1000\n10 ms\n")
+    args = [str(bad) if arg == "BAD" else arg for arg in args]
+    fragment = fragment.replace("BAD", str(bad))
     code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "-p", "100", *args)
     assert code == 2 and fragment in err

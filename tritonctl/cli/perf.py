@@ -34,6 +34,8 @@ the way perf_analyzer does: windows are repeated until the last 3 agree within 1
 
   tritonctl perf -m resnet -i grpc -u localhost:8001 --request-rate-range 50:200:50 --request-distribution poisson
 
+  tritonctl perf -m mlp --request-intervals trace.txt
+
   tritonctl perf -m model --shape INPUT0:3,224,224 --measurement-interval 1000 --json results.json
 """
 
@@ -48,6 +50,9 @@ def perf(
                                                                             "(default 1)."),
     request_rate_range: str = typer.Option(None, "--request-rate-range", help="START[:END[:STEP]] requests per "
                                                                               "second, instead of concurrency."),
+    request_intervals: Path = typer.Option(None, "--request-intervals", metavar="FILE",
+                                           help="Replay these gaps between sends instead: one interval in "
+                                                "microseconds per line (perf_analyzer's format), in a loop."),
     request_distribution: Distribution = typer.Option(Distribution.constant, "--request-distribution",
                                                       help="Gaps between sends in request-rate mode."),
     batch_size: int = typer.Option(1, "-b", "--batch-size", help="Batch size of each request."),
@@ -71,6 +76,7 @@ def perf(
 ) -> None:
     from rich.console import Console
 
+    from tritonctl.perf.intervals import read_intervals
     from tritonctl.perf.options import (PerfError, PerfOptions, parse_concurrency_range,
                                             parse_request_rate_range, parse_shapes)
     from tritonctl.perf.run import run_perf
@@ -78,13 +84,18 @@ def perf(
 
     err = Console(stderr=True)
     try:
-        if concurrency_range and request_rate_range:
-            raise PerfError("give --concurrency-range or --request-rate-range, not both")
+        given = [flag for flag, value in (("--concurrency-range", concurrency_range),
+                                          ("--request-rate-range", request_rate_range),
+                                          ("--request-intervals", request_intervals)) if value]
+        if len(given) > 1:
+            raise PerfError(f"give one kind of load: {' or '.join(given)}, not both"
+                            if len(given) == 2 else "give one kind of load, not all three")
         options = PerfOptions(
             model=model, url=url or ("localhost:8001" if protocol is Protocol.grpc else "localhost:8000"),
             protocol=protocol.value, model_version=model_version,
-            concurrency=() if request_rate_range else parse_concurrency_range(concurrency_range or "1"),
+            concurrency=() if given and not concurrency_range else parse_concurrency_range(concurrency_range or "1"),
             request_rates=parse_request_rate_range(request_rate_range) if request_rate_range else (),
+            request_intervals=read_intervals(request_intervals) if request_intervals else (),
             request_distribution=request_distribution.value, batch_size=batch_size, shapes=parse_shapes(shape),
             input_data=input_data, measurement_mode=measurement_mode.value,
             measurement_interval_ms=measurement_interval, measurement_request_count=measurement_request_count,

@@ -1,12 +1,16 @@
-"""Asyncio load generation: N requests in flight (concurrency) or sends on a schedule (request rate)."""
+"""Asyncio load generation: N requests in flight (concurrency) or sends on a schedule (a request
+rate, or a trace of intervals replayed in a loop)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
+
+from tritonctl.perf.intervals import gaps_s
 
 DELAY_THRESHOLD_NS = 2_000_000  # a scheduled send that leaves more than 2 ms late counts as delayed
 
@@ -53,7 +57,13 @@ class LoadGenerator:
         self._tasks = [asyncio.create_task(self._worker()) for _ in range(concurrency)]
 
     def start_request_rate(self, rate: float, distribution: str, seed: int = 0) -> None:
-        self._tasks = [asyncio.create_task(self._scheduler(rate, distribution, random.Random(seed)))]
+        rng = random.Random(seed)
+        gaps = (rng.expovariate(rate) if distribution == "poisson" else 1.0 / rate for _ in itertools.count())
+        self._tasks = [asyncio.create_task(self._scheduler(gaps))]
+
+    def start_intervals(self, intervals_us: tuple[int, ...]) -> None:
+        """Send after each interval in turn (perf_analyzer's custom intervals), from the top again at the end."""
+        self._tasks = [asyncio.create_task(self._scheduler(gaps_s(intervals_us)))]
 
     async def stop(self) -> None:
         """Stop sending and wait for every request in flight, so the counts are final."""
@@ -71,16 +81,17 @@ class LoadGenerator:
         while not self._stopping:
             await self._one(self._pick())
 
-    async def _scheduler(self, rate: float, distribution: str, rng: random.Random) -> None:
+    async def _scheduler(self, gaps_s: Iterator[float]) -> None:
         next_ns = time.perf_counter_ns()
-        while not self._stopping:
-            gap_s = rng.expovariate(rate) if distribution == "poisson" else 1.0 / rate
+        for gap_s in gaps_s:
+            if self._stopping:
+                break
             next_ns += int(gap_s * 1e9)
             wait_ns = next_ns - time.perf_counter_ns()
-            if wait_ns > 0:
-                await asyncio.sleep(wait_ns / 1e9)
-                if self._stopping:
-                    break
+            # Behind schedule, the loop still yields, so the requests already sent get to run.
+            await asyncio.sleep(max(wait_ns, 0) / 1e9)
+            if self._stopping:
+                break
             if time.perf_counter_ns() - next_ns > DELAY_THRESHOLD_NS:
                 self.state.delayed += 1
             task = asyncio.create_task(self._one(self._pick()))

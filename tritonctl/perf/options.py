@@ -13,7 +13,8 @@ class PerfError(ValueError):
 
 @dataclass(frozen=True)
 class PerfOptions:
-    """Everything ``run_perf`` needs. Exactly one of ``concurrency`` / ``request_rates`` is non-empty."""
+    """Everything ``run_perf`` needs. Exactly one of ``concurrency`` / ``request_rates`` /
+    ``request_intervals`` is non-empty."""
 
     model: str
     url: str = "localhost:8000"
@@ -22,6 +23,7 @@ class PerfOptions:
     concurrency: tuple[int, ...] = (1,)
     request_rates: tuple[float, ...] = ()
     request_distribution: str = "constant"  # "constant" | "poisson"
+    request_intervals: tuple[int, ...] = ()  # gaps between sends in µs, replayed in a loop (one level)
     batch_size: int = 1
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_data: str = "random"  # "random" | "zero" | path to a JSON file
@@ -96,8 +98,12 @@ def check_options(options: PerfOptions) -> None:
     """Reject combinations that cannot produce a measurement, before any connection is made."""
     if options.protocol not in ("http", "grpc"):
         raise PerfError(f"-i {options.protocol!r}: the protocol is 'http' or 'grpc'")
-    if bool(options.concurrency) == bool(options.request_rates):
-        raise PerfError("give either a concurrency range or a request-rate range, not both")
+    loads = sum(bool(v) for v in (options.concurrency, options.request_rates, options.request_intervals))
+    if loads != 1:
+        raise PerfError("give one kind of load: a concurrency range, a request-rate range or request intervals, "
+                        + ("not both" if loads == 2 else "not all three" if loads == 3 else "none was given"))
+    if options.request_intervals and (min(options.request_intervals) < 0 or not sum(options.request_intervals)):
+        raise PerfError("request intervals must be whole microseconds >= 0 with a positive sum")
     if options.request_distribution not in ("constant", "poisson"):
         raise PerfError(f"--request-distribution {options.request_distribution!r}: use 'constant' or 'poisson'")
     if options.batch_size < 1:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+from tritonctl.perf.intervals import describe as describe_intervals, mean_rate
 from tritonctl.perf.run import PerfResult
 
 CSV_COLUMNS = (
@@ -22,6 +23,9 @@ def to_json(result: PerfResult) -> str:
         "model": options.model, "url": options.url, "protocol": options.protocol,
         "batch_size": options.batch_size, "measurement_mode": options.measurement_mode,
         "levels": [level.as_dict() for level in result.levels],
+        "request_intervals": ({"count": len(options.request_intervals), "total_us": sum(options.request_intervals),
+                               "mean_rate_per_s": round(mean_rate(options.request_intervals), 6)}
+                              if options.request_intervals else None),
         "total_requests_sent": result.total_sent,
         "server_requests_total": result.server_total.success_count if result.server_total else None,
         "warnings": result.warnings,
@@ -42,18 +46,20 @@ def render_table(result: PerfResult):
     """A rich Table: one row per load level, latencies in ms."""
     from rich.table import Table
 
-    rate_mode = bool(result.options.request_rates)
+    rate_mode, trace = bool(result.options.request_rates), result.options.request_intervals
     table = Table(title=f"{result.options.model} over {result.options.protocol}, batch "
-                        f"{result.options.batch_size} (latencies in ms; queue/compute from the server)",
+                        f"{result.options.batch_size}" + (f", {describe_intervals(trace)}" if trace else "")
+                        + " (latencies in ms; queue/compute from the server)",
                   padding=(0, 1), collapse_padding=True)
-    table.add_column("Rate/s" if rate_mode else "Conc", justify="right", no_wrap=True)
+    table.add_column("Mean/s" if trace else "Rate/s" if rate_mode else "Conc", justify="right", no_wrap=True)
     for title in ("Infer/s", "Avg", "p50", "p90", "p95", "p99", "Queue", "Compute", "CPU", "Stable"):
         table.add_column(title, justify="right", no_wrap=True)
     for level in result.levels:
         p = level.percentiles_us
         server = level.server is not None
         table.add_row(
-            f"{level.request_rate:g}" if rate_mode else str(level.concurrency), f"{level.throughput:.1f}",
+            f"{mean_rate(trace):.4g}" if trace else f"{level.request_rate:g}" if rate_mode else str(level.concurrency),
+            f"{level.throughput:.1f}",
             *(f"{v / 1000:.2f}" for v in (level.avg_latency_us, p[50], p[90], p[95], p[99])),
             f"{level.server_queue_us / 1000:.2f}" if server else "-",
             f"{level.server_compute_us / 1000:.2f}" if server else "-",

@@ -9,6 +9,7 @@ from typing import Callable
 
 from tritonctl.perf.client import ModelInfo, PerfClient
 from tritonctl.perf.inputs import build_requests, request_shapes
+from tritonctl.perf.intervals import describe as describe_intervals
 from tritonctl.perf.loadgen import LoadGenerator
 from tritonctl.perf.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
@@ -58,9 +59,10 @@ async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfRes
         result = PerfResult(options, info)
         before = await client.statistics(options.model, options.model_version)
         levels: list[tuple[int | None, float | None]] = (
-            [(c, None) for c in options.concurrency] or [(None, r) for r in options.request_rates])
+            [(c, None) for c in options.concurrency] or [(None, r) for r in options.request_rates]
+            or [(None, None)])  # request intervals: the trace is one level
         for concurrency, rate in levels:
-            label = f"concurrency {concurrency}" if concurrency else f"request rate {rate:g}/s"
+            label = level_label(options, concurrency, rate)
             progress(f"measuring {label}")
             generator = LoadGenerator(send, prepared)
             level = await _measure_level(options, client, generator, concurrency, rate)
@@ -78,8 +80,10 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
     state = generator.state
     if concurrency:
         generator.start_concurrency(concurrency)
-    else:
+    elif rate:
         generator.start_request_rate(rate, options.request_distribution)
+    else:
+        generator.start_intervals(options.request_intervals)
     try:
         if options.warmup_requests:
             await _wait(state.wait_for_count(options.warmup_requests), options.request_timeout_s, state)
@@ -127,6 +131,15 @@ async def _wait(event: asyncio.Event, timeout_s: float, state) -> None:
                         f"completed{detail}")
 
 
+def level_label(options: PerfOptions, concurrency: int | None, rate: float | None) -> str:
+    """``concurrency 4``, ``request rate 50/s`` or ``trace of 3 intervals, mean 37.5/s``."""
+    if concurrency:
+        return f"concurrency {concurrency}"
+    if rate:
+        return f"request rate {rate:g}/s"
+    return describe_intervals(options.request_intervals)
+
+
 def _level_warnings(level: LevelResult, label: str) -> list[str]:
     warnings = []
     if not level.stable:
@@ -138,7 +151,7 @@ def _level_warnings(level: LevelResult, label: str) -> list[str]:
         warnings.append(f"{label}: the client used {level.client_cpu_pct:.0f}% of a core; it is probably the "
                         "bottleneck, so throughput may be understated")
     sent = level.request_count + level.error_count
-    if level.request_rate and sent and level.delayed_count / sent > 0.01:
+    if not level.concurrency and sent and level.delayed_count / sent > 0.01:
         warnings.append(f"{label}: {level.delayed_count} of {sent} requests left late; the client could not "
-                        "sustain the rate")
+                        "sustain the " + ("rate" if level.request_rate else "intervals"))
     return warnings

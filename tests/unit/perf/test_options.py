@@ -48,7 +48,7 @@ def test_shapes():
 @pytest.mark.parametrize("change, fragment", [
     ({"protocol": "tcp"}, "'http' or 'grpc'"),
     ({"request_rates": (10.0,)}, "not both"),
-    ({"concurrency": ()}, "either"),
+    ({"concurrency": ()}, "none was given"),
     ({"batch_size": 0}, "batch size"),
     ({"max_trials": 2}, "at least 3"),
     ({"measurement_interval_ms": 0}, "positive"),
