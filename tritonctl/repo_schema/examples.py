@@ -20,6 +20,9 @@ class OnnxModel:
 
     inputs: tuple[tuple[str, str, tuple], ...]
     outputs: tuple[tuple[str, str, tuple], ...]
+    op: str = "Identity"
+    opset: int = 17
+    domain: str = ""  # the operators' domain (its opset is 1 when not the default one)
 
     def save(self, path: Path) -> None:
         import onnx
@@ -28,12 +31,13 @@ class OnnxModel:
         def info(name: str, elem: str, shape: tuple):
             return helper.make_tensor_value_info(name, getattr(TensorProto, elem), list(shape))
 
-        nodes = [helper.make_node("Identity", [self.inputs[min(i, len(self.inputs) - 1)][0]], [out[0]])
-                 for i, out in enumerate(self.outputs)]
+        nodes = [helper.make_node(self.op, [self.inputs[min(i, len(self.inputs) - 1)][0]], [out[0]],
+                                  domain=self.domain) for i, out in enumerate(self.outputs)]
         graph = helper.make_graph(nodes, "example", [info(*i) for i in self.inputs],
                                   [info(*o) for o in self.outputs])
         path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        opsets = [helper.make_opsetid("", self.opset)] + ([helper.make_opsetid(self.domain, 1)] if self.domain else [])
+        onnx.save(helper.make_model(graph, opset_imports=opsets), str(path))
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,23 @@ class TensorInfo:
     ranked: bool = True  # False when the model declares no shape at all
 
 
+@dataclass(frozen=True)
+class OnnxOperators:
+    """What an ONNX graph needs from its runtime: the opset of each imported domain, and the
+    operators of each domain its nodes (subgraphs included) use, e.g. {"": ("Add", "Relu")}."""
+
+    opsets: dict[str, int]
+    used: dict[str, tuple[str, ...]]
+    function_domains: frozenset[str]  # domains of the model's own functions: no runtime needed
+
+
 @dataclass
 class ModelIO:
     inputs: list[TensorInfo] = field(default_factory=list)
     outputs: list[TensorInfo] = field(default_factory=list)
     # Initializers that can be fed as inputs (ONNX IR >= 4 keeps them out of graph.input).
     overridable: list[str] = field(default_factory=list)
+    operators: OnnxOperators | None = None  # ONNX models only
 
     def input(self, name: str) -> TensorInfo | None:
         return next((t for t in self.inputs if t.name == name), None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from tritonctl.repo_schema.modelfiles import LFS_HINT, ModelFileError, ModelIO, TensorInfo, lfs_pointer_problem
+from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, OnnxOperators, TensorInfo,
+                                              lfs_pointer_problem)
 from tritonctl.repo_schema.datatypes import BY_ONNX
 from tritonctl.repo_schema.schema import onnx_pb2
 
@@ -67,4 +68,30 @@ def _read_onnx_io(file: Path, mtime_ns: int, size: int) -> ModelIO:
         else:
             io.inputs.append(_tensor(value_info))
     io.outputs = [_tensor(v) for v in graph.output]
+    io.operators = _operators(model)
     return io
+
+
+def _operators(model) -> OnnxOperators:
+    used: dict[str, set[str]] = {}
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            used.setdefault(_domain(node.domain), set()).add(node.op_type)
+            for attribute in node.attribute:  # the bodies of If, Loop and Scan
+                if attribute.HasField("g"):
+                    visit(attribute.g.node)
+                for graph in attribute.graphs:
+                    visit(graph.node)
+
+    visit(model.graph.node)
+    for function in model.functions:
+        visit(function.node)
+    return OnnxOperators(opsets={_domain(o.domain): o.version for o in model.opset_import},
+                         used={domain: tuple(sorted(ops)) for domain, ops in used.items()},
+                         function_domains=frozenset(_domain(f.domain) for f in model.functions))
+
+
+def _domain(name: str) -> str:
+    """ONNX names its default domain "" or "ai.onnx"."""
+    return "" if name == "ai.onnx" else name

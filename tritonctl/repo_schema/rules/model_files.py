@@ -7,9 +7,9 @@ from pathlib import Path
 
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import Diagnostic, Span, code_info, register
-from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_FIXED, ORT_OK, OUT, PT, PTIO, Example
-from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, TensorInfo, git_lfs_pointer_size,
-                                              lfs_pointer_problem)
+from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_FIXED, ORT_OK, OUT, PT, PTIO, Example, OnnxModel
+from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO, OnnxOperators, TensorInfo,
+                                              git_lfs_pointer_size, lfs_pointer_problem)
 from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
 from tritonctl.repo_schema.modelfiles.python import read_python_model
 from tritonctl.repo_schema.modelfiles.pytorch import naming_style, tensor_index
@@ -96,6 +96,45 @@ SHAPE = register(
     example=Example(
         ONNX + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 8 ] } ]\n' + OUT, files=("1/",), onnx=ORT_OK
     ))
+OLD_OPSET = register(
+    "ORT06", "ONNX operator version that onnxruntime does not implement", "error",
+    """
+    onnxruntime guarantees the default ONNX domain from opset 7 on ("All versions of ONNX
+    Runtime support ONNX opsets from ONNX v1.2.1+ (opset version 7 and higher)"); of the
+    older operator versions it implements some (Relu-6, Softmax-1, Conv-1, ...) and not
+    others (Add-6, Gemm-6, BatchNormalization-6, PRelu-6, ...). A model stamped with an
+    opset below 7 that uses one of the latter fails to load in Triton's onnxruntime
+    backend: "Could not find an implementation for Add(6) node". Convert the model to a
+    newer opset with onnx's version converter, or export it again with a current exporter.
+    """, "BE-ORT-06",
+    example=Example(ONNX + IO, files=("1/",), onnx=OnnxModel(ORT_OK.inputs, ORT_OK.outputs, op="Relu", opset=5)))
+UNKNOWN_DOMAIN = register(
+    "ORT07", "ONNX model uses operators onnxruntime does not implement", "error",
+    """
+    Every node's domain must be one onnxruntime implements: the default ONNX domain,
+    ai.onnx.ml, com.microsoft (onnxruntime's contrib operators), or a domain of the
+    model's own functions. Other domains (ai.onnx.preview.training, org.pytorch.aten,
+    ai.onnx.contrib, a company's custom operators) need their kernels registered:
+    Triton's onnxruntime backend fails to load the model ("<domain>:<op>(-1) is not a
+    registered function/op") unless model_operations { op_library_filename } names the
+    library that implements them.
+    """, "BE-ORT-07",
+    example=Example(ONNX + IO, files=("1/",),
+                    onnx=OnnxModel(ORT_OK.inputs, ORT_OK.outputs, domain="ai.onnx.preview.training")))
+# The domains onnxruntime's inference builds register kernels or schemas for ("" is ai.onnx).
+ORT_DOMAINS = frozenset({"", "ai.onnx.ml", "com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc"})
+ORT_GUARANTEED_OPSET = 7
+# Operator versions older than opset 7 that onnxruntime has no CPU kernel for (its kernel
+# registry, onnxruntime 1.17-1.32, against onnx's operator history); the other old versions run.
+ORT_UNIMPLEMENTED_OLD = {
+    1: frozenset({"Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat",
+                  "Constant", "Div", "Dropout", "Elu", "Equal", "Exp", "Floor", "GRU", "Gemm", "GlobalLpPool",
+                  "Greater", "HardSigmoid", "InstanceNormalization", "LSTM", "LeakyRelu", "Less", "Log", "LpPool",
+                  "Max", "Mean", "Min", "Mul", "Neg", "Or", "PRelu", "Pad", "Pow", "RNN", "Reciprocal", "Relu",
+                  "Selu", "Sigmoid", "Split", "Sqrt", "Sub", "Sum", "Tanh", "Tile", "Upsample", "Xor"}),
+    3: frozenset({"GRU"}),
+    6: frozenset({"Add", "BatchNormalization", "Div", "Dropout", "Gemm", "Mul", "PRelu", "Sub"}),
+}
 TRT_NOT_CHECKED = register(
     "TRT50", "TensorRT plan not checked", "info",
     """
@@ -390,6 +429,39 @@ def check_onnx_model(ctx) -> None:
             _report_unreadable(ctx, exc, file)
             continue
         check_onnx_io(ctx, io)
+        if io.operators is not None:
+            check_onnx_operators(ctx, io.operators, f"{file.parent.name}/{file.name}")
+
+
+def _operator_version(op: str, opset: int) -> int:
+    """The version of an ai.onnx operator a model stamped with ``opset`` runs (0: unknown operator)."""
+    from onnx import defs
+
+    try:
+        return defs.get_schema(op, opset, "").since_version
+    except defs.SchemaError:
+        return 0
+
+
+def check_onnx_operators(ctx, operators: OnnxOperators, where: str) -> None:
+    """The opsets and operator domains an onnxruntime build can load (ORT06, ORT07)."""
+    opset = operators.opsets.get("")
+    if opset is not None and opset < ORT_GUARANTEED_OPSET:
+        old = [f"{op}({version})" for op in operators.used.get("", ())
+               for version in [_operator_version(op, opset)] if op in ORT_UNIMPLEMENTED_OLD.get(version, ())]
+        if old:
+            ctx.report(OLD_OPSET, f"{where} is stamped with ONNX opset {opset}, and onnxruntime has no "
+                       f"implementation of {', '.join(old)}: the model fails to load", anchor(ctx),
+                       hint="convert it to opset 7 or newer: onnx.version_converter.convert_version("
+                            "onnx.load(path), 13), then onnx.save(...); or export the model again")
+    accelerators = {a.name for a in ctx.effective.optimization.execution_accelerators.gpu_execution_accelerator}
+    known = ORT_DOMAINS | operators.function_domains | ({"trt.plugins"} if "tensorrt" in accelerators else set())
+    unknown = {domain: ops for domain, ops in operators.used.items() if domain not in known}
+    if unknown and not ctx.effective.model_operations.op_library_filename:
+        shown = ", ".join(f"{', '.join(ops[:3])} of '{domain}'" for domain, ops in sorted(unknown.items()))
+        ctx.report(UNKNOWN_DOMAIN, f"{where} uses operators onnxruntime does not implement: {shown}",
+                   anchor(ctx), hint="name the library that implements them in model_operations "
+                                     "{ op_library_filename: [...] }, or export the model without them")
 
 
 @model_rule
