@@ -6,6 +6,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
     python benchmarks/bench_serve.py --concurrency 1 32 --protocols grpc --servers tritonctl tritonctl-spin triton
     python benchmarks/bench_serve.py --delay-us 0 --concurrency 1 --protocols grpc --servers tritonctl floor-native triton
     python benchmarks/bench_serve.py --keep-cpus-awake --concurrency 1 --protocols grpc --servers tritonctl triton
+    python benchmarks/bench_serve.py --protocols grpc --servers tritonctl-pymodel triton  # the same Python model
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
     python benchmarks/bench_serve.py --model blocks --concurrency 16 --protocols grpc  # 128 KiB requests, compute-bound
     python benchmarks/bench_serve.py --concurrency 32 --servers tritonctl --baseline /tmp/base  # against another checkout
@@ -433,8 +434,10 @@ class Server:
         if name.startswith("tritonctl"):
             python_transports = ["--grpc-transport", "aio", "--http-transport", "uvicorn"]
             config = spinning(workload.config) if kind == "tritonctl-spin" else workload.config
+            served = (write_triton_repository(repo, workload, delay_us) if kind == "tritonctl-pymodel"
+                      else write_repository(repo, workload, config))
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tritonctl", "serve", str(write_repository(repo, workload, config)),
+                [sys.executable, "-m", "tritonctl", "serve", str(served),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
                  *(python_transports if kind == "tritonctl-py" else []), *options],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -580,11 +583,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+")
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
     parser.add_argument("--servers", nargs="+",
-                        choices=["tritonctl", "tritonctl-py", "tritonctl-spin", "triton", "naive", "floor",
-                                 "floor-native"],
+                        choices=["tritonctl", "tritonctl-py", "tritonctl-spin", "tritonctl-pymodel", "triton", "naive",
+                                 "floor", "floor-native"],
                         help="default: tritonctl, triton (when installed), naive and floor for mlp; tritonctl for "
                              "embedder. tritonctl-py: tritonctl over its Python transports (grpc.aio, uvicorn). "
                              "tritonctl-spin (mlp): its onnxruntime threads spin between runs, as the anchor's do. "
+                             "tritonctl-pymodel (mlp): tritonctl serving the real Triton's repository, the anchor's "
+                             "Python-backend python_onnx_model (in stub processes, as Triton runs it). "
                              "floor: an empty grpc.aio handler (benchmarks/floor_server.py); floor-native: the same "
                              "canned reply over tritonctl's C++ gRPC transport")
     parser.add_argument("--delay-us", type=int, default=2000, help="max_queue_delay_microseconds of the model")
@@ -600,8 +605,8 @@ def main() -> None:
                                if args.model == "mlp" else ["tritonctl"])
     if "triton" in servers and args.model != "mlp":
         parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
-    if "tritonctl-spin" in servers and args.model != "mlp":
-        parser.error("tritonctl-spin serves only mlp")
+    if {"tritonctl-spin", "tritonctl-pymodel"} & set(servers) and args.model != "mlp":
+        parser.error("tritonctl-spin and tritonctl-pymodel serve only mlp")
 
     with tempfile.TemporaryDirectory() as tmp:
         workload = (mlp_workload(Path(tmp), args.delay_us) if args.model == "mlp"
@@ -647,8 +652,10 @@ def main() -> None:
         finally:
             for server in started:
                 server.stop()
-        for other in [s for s in servers if s != "tritonctl"]:
+        for other in [s for s in servers if s != "tritonctl" and "tritonctl" in servers]:
             compare(results, "tritonctl", other, args.protocols, concurrencies)
+        if {"tritonctl-pymodel", "triton"} <= set(servers):
+            compare(results, "tritonctl-pymodel", "triton", args.protocols, concurrencies)
         if args.baseline is not None and "tritonctl-py" in servers:
             compare(results, "tritonctl-py", "tritonctl-py@base", args.protocols, concurrencies)
         if args.model == "mlp":
