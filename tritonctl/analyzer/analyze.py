@@ -1,12 +1,13 @@
 """``run_analyze``: measure candidate configs of one model, choose the best, write the outputs.
 
 The flow: effective config -> candidates -> engine -> strategy (each candidate: apply it through
-the load API, sweep concurrency with ``run_perf``, checkpoint every point) -> choose the best ->
+the load API, sweep the load (concurrency, request rate or a replayed trace) with ``run_perf``, checkpoint every point) -> choose the best ->
 output directory. Ctrl-C ends the search where it is; what was measured is kept and written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import threading
 import time
@@ -26,8 +27,9 @@ from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
                                        load_model_config)
-from tritonctl.analyzer.strategy import Search, TimeBudget, run_exhaustive, run_smart, smart_budget
+from tritonctl.analyzer.strategy import Search, TimeBudget, knob_values, run_exhaustive, run_smart, smart_budget
 from tritonctl.analyzer.sweep import SweepRule, sweep
+from tritonctl.analyzer.why import explain
 from tritonctl.perf.run import run_perf
 
 if TYPE_CHECKING:
@@ -150,11 +152,19 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
 
 def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
     """What makes two measurements of one config comparable (checked on --resume)."""
-    return {"model": options.model, "engine": engine.kind, "url": options.url, "protocol": options.protocol,
+    settings = {"model": options.model, "engine": engine.kind, "url": options.url, "protocol": options.protocol,
             "measurement_interval_ms": options.measurement_interval_ms,
             "stability_percentage": options.stability_percentage, "max_trials": options.max_trials,
             "shapes": {k: list(v) for k, v in sorted(options.shapes.items())}, "input_data": options.input_data,
             "client_batch_size": 1}
+    space = options.space
+    if space.load_kind == "request_intervals":  # rates and concurrencies are told apart by the points' keys
+        settings["request_intervals"] = {"count": len(space.request_intervals_us),
+                                         "total_us": sum(space.request_intervals_us),
+                                         "sha256": hashlib.sha256(repr(space.request_intervals_us).encode()).hexdigest()}
+    if space.load_kind == "request_rate":
+        settings["load"] = "request_rate"
+    return settings
 
 
 CTRL_C = threading.Event()  # set once Ctrl-C was pressed during the current run
@@ -196,7 +206,7 @@ def _ctrl_c_deferred():
 
 
 class _Runner:
-    """Evaluates one candidate: its concurrency sweep, each point from the checkpoint or measured."""
+    """Evaluates one candidate: its load sweep, each point from the checkpoint or measured."""
 
     def __init__(self, options: AnalyzeOptions, engine: Engine, checkpoint: Checkpoint, reporter: Reporter):
         self.options = options
@@ -212,29 +222,29 @@ class _Runner:
     def evaluate(self, candidate: Candidate, stage: str) -> ConfigResult:
         options = self.options
         self.reporter.candidate(candidate, stage)
-        points, reason = sweep(options.space.concurrency, lambda c: self._point(candidate, c, stage),
+        points, reason = sweep(options.space.load_levels, lambda level: self._point(candidate, level, stage),
                                options.objective, options.constraints, options.sweep_rule)
         result = ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
                               best_point(points, options.objective, options.constraints), reason)
         self.reporter.candidate_done(result)
         return result
 
-    def sample(self, candidate: Candidate, concurrency: int, repeat: int, stage: str) -> Point:
+    def sample(self, candidate: Candidate, level: float, repeat: int, stage: str) -> Point:
         """Measure one point again (a tie-break or the final round): ``repeat`` numbers the re-measurements.
         One taken from the checkpoint may have been made for another stage (by another strategy): it is
         a measurement of the same point all the same, and is labelled with the stage that uses it now."""
-        point = self._point(candidate, concurrency, stage, repeat)
+        point = self._point(candidate, level, stage, repeat)
         return point if point.stage == stage else replace(point, stage=stage)
 
-    def _point(self, candidate: Candidate, concurrency: int, stage: str, repeat: int = 0) -> Point:
+    def _point(self, candidate: Candidate, level: float, stage: str, repeat: int = 0) -> Point:
         if CTRL_C.is_set():  # pressed, but swallowed on its way up (inside a client library)
             raise KeyboardInterrupt
-        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, concurrency, repeat)
+        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, level, repeat)
         if recorded is not None:
             self.reused += 1
             self.reporter.point(recorded, True)
             return recorded
-        point = self._measure(candidate, concurrency, stage, repeat)
+        point = self._measure(candidate, level, stage, repeat)
         with _ctrl_c_deferred():  # the checkpoint file and the final tables keep the same points
             self.checkpoint.record(point)
             self.measured += 1
@@ -242,8 +252,9 @@ class _Runner:
             self.reporter.point(point, False)
         return point
 
-    def _measure(self, candidate: Candidate, concurrency: int, stage: str, repeat: int) -> Point:
+    def _measure(self, candidate: Candidate, level: float, stage: str, repeat: int) -> Point:
         options = self.options
+        load = options.space.load_kind
         if self.loaded != candidate.config_hash:
             self.touched = True
             try:
@@ -253,21 +264,33 @@ class _Runner:
                     raise AnalyzeError(f"the server refused config {candidate.config_id} of model "
                                        f"'{options.model}': {exc}") from None
                 self.loaded = None
-                return Point.failure(candidate, concurrency, stage, f"load failed: {exc}", repeat)
+                return Point.failure(candidate, level, stage, f"load failed: {exc}", repeat, load)
             self.loaded = candidate.config_hash
-        perf = PerfOptions(options.model, url=self.engine.url, protocol=options.protocol, concurrency=(concurrency,),
+        perf = PerfOptions(options.model, url=self.engine.url, protocol=options.protocol,
                            shapes=options.shapes, input_data=options.input_data,
                            measurement_interval_ms=options.measurement_interval_ms,
                            stability_percentage=options.stability_percentage, max_trials=options.max_trials,
-                           warmup_requests=concurrency, request_timeout_s=options.request_timeout_s)
+                           request_timeout_s=options.request_timeout_s, **_load_options(options.space, level))
         started = time.monotonic()
         try:
             result = run_perf(perf)
         except PerfError as exc:
             if not self.any_ok:  # nothing has worked yet: a setup problem, not this config's
                 raise
-            return Point.failure(candidate, concurrency, stage, str(exc), repeat)
-        return Point.from_level(candidate, result.levels[0], stage, time.monotonic() - started, repeat)
+            return Point.failure(candidate, level, stage, str(exc), repeat, load)
+        return Point.from_level(candidate, result.levels[0], stage, time.monotonic() - started, repeat, load,
+                                0.0 if load == "concurrency" else float(level))
+
+
+def _load_options(space: SearchSpace, level: float) -> dict:
+    """The perf options of one load level, with a warm-up of one request per request in flight, or of
+    a tenth of a second's requests at a rate (at least one)."""
+    if space.load_kind == "concurrency":
+        return {"concurrency": (int(level),), "warmup_requests": int(level)}
+    warmup = max(1, round(level / 10))
+    if space.load_kind == "request_rate":
+        return {"concurrency": (), "request_rates": (float(level),), "warmup_requests": warmup}
+    return {"concurrency": (), "request_intervals": space.request_intervals_us, "warmup_requests": warmup}
 
 
 def _points_by_stage(points: list[Point]) -> dict[str, int]:
@@ -310,7 +333,12 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         "time_budget_s": options.time_budget_s, "out_of_time": search.out_of_time,
         "points_by_stage": _points_by_stage(points),
         "measurement_s": round(sum(p.measured_s for p in points), 2),  # reused points: their original time
+        "load": options.space.describe_load(),
     }
+    if best is not None:
+        searched = {k: v for k, v in knob_values(candidates.all).items()}
+        searched["dynamic_batching"] = list(dict.fromkeys(c.knobs.dynamic_batching for c in candidates.all))
+        meta["why"] = explain(results, best, meta["final_round"], options.objective, options.constraints, searched)
     notes: list[str] = []
     files = write_tables(frame, options.output_dir)
     applied = None

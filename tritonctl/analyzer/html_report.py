@@ -75,7 +75,7 @@ def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
         figures=figures, table=_table(bests, best_id, default_id),
         plotly_js=get_plotlyjs() if figures else "", version=meta.get("tritonctl_version", ""),
         measured_points=len(frame), period=fmt.period(meta), final=_final_round(meta.get("final_round")),
-        unexplored=", ".join(meta.get("unexplored_knobs") or ()),
+        unexplored=", ".join(meta.get("unexplored_knobs") or ()), why=_why(meta.get("why")),
     )
 
 
@@ -99,6 +99,19 @@ def _final_round(final: dict | None) -> dict | None:
                "config spread; a margin counts only beyond both bands." if rounds else
                "Only one measured config met the constraints, so there was nothing to measure it against.")
     return dict(rows=rows, caption=caption, verdict=f"Chosen: {final.get('chosen')}, {final.get('verdict', '')}.")
+
+
+def _why(why: dict | None) -> dict | None:
+    """Why the chosen config won: per knob, what moving it away from the winner's value measured; and
+    the trade-off against the runner-up."""
+    if not why:
+        return None
+    rows = []
+    for knob in why.get("knobs") or ():
+        rows.append(dict(label=knob["label"], value=str(knob["winner_value"]), status=knob["status"],
+                         summary=knob["summary"]))
+    runner_up = (why.get("runner_up") or {}).get("summary", "")
+    return dict(rows=rows, runner_up=runner_up) if rows or runner_up else None
 
 
 def _figures(frame, bests, chosen, default, limits, meta) -> list[dict]:
@@ -161,7 +174,7 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
             f"The highest-ranked measured config is {top['config_id']} ({knob_summary(top)}): "
             f"{fmt.throughput(top['throughput'])} infer/s at p99 {fmt.ms(top['p99_ms'])} ms."])
     lines = [f"{fmt.throughput(chosen['throughput'])} infer/s at p99 {fmt.ms(chosen['p99_ms'])} ms "
-             f"(concurrency {int(chosen['concurrency'])})."]
+             f"({_load(chosen)})."]
     if default is None:
         lines.append("The default config was not measured, so there is no comparison with it.")
     elif default["config_id"] == chosen["config_id"]:
@@ -172,7 +185,7 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
         lines.append(
             (f"{gain:.2f}x the default config's throughput" if math.isfinite(gain) else
              "The default config's throughput")
-            + f" ({fmt.throughput(default['throughput'])} infer/s at concurrency {int(default['concurrency'])});"
+            + f" ({fmt.throughput(default['throughput'])} infer/s at {_load(default)});"
             " "
             f"p99 {fmt.ms(chosen['p99_ms'])} ms vs {fmt.ms(default['p99_ms'])} ms"
             + (f" ({(change - 1) * 100:+.0f}%)." if math.isfinite(change) else "."))
@@ -187,7 +200,17 @@ def _verdict(frame, bests, chosen, default, meta) -> dict:
 def _point_words(row) -> str:
     """A measured point in words, for the verdict."""
     return (f"{row['config_id']} ({knob_summary(row)}), {fmt.throughput(row['throughput'])} infer/s at "
-            f"p99 {fmt.ms(row['p99_ms'])} ms (concurrency {int(row['concurrency'])})")
+            f"p99 {fmt.ms(row['p99_ms'])} ms ({_load(row)})")
+
+
+def _load(row) -> str:
+    """The load a point was measured at: ``concurrency 4``, ``50 req/s`` or the trace's mean rate."""
+    load = row.get("load")
+    if load == "request_rate":
+        return f"{row['request_rate']:g} req/s"
+    if load == "request_intervals":
+        return f"the trace, mean {row['request_rate']:.4g} req/s"
+    return f"concurrency {int(row['concurrency'])}"
 
 
 def _facts(frame, meta) -> list[tuple[str, str]]:
@@ -218,7 +241,8 @@ _COLUMNS = (
      lambda r: fmt.sortable(r["preferred_batch_size"])),
     ("Delay (µs)", lambda r: fmt.integer(r["max_queue_delay_us"], thousands=True),
      lambda r: fmt.sortable(r["max_queue_delay_us"])),
-    ("Concurrency", lambda r: fmt.integer(r["concurrency"]), lambda r: fmt.sortable(r["concurrency"])),
+    ("Load", lambda r: _load(r).removeprefix("concurrency "),
+     lambda r: fmt.sortable(r["concurrency"] if r.get("load") in ("concurrency", None) else r["request_rate"])),
     ("Infer/s", lambda r: fmt.throughput(r["throughput"]), lambda r: fmt.sortable(r["throughput"])),
     ("p99 (ms)", lambda r: fmt.ms(r["p99_ms"]), lambda r: fmt.sortable(r["p99_ms"])),
     ("Avg batch", lambda r: fmt.number(r["avg_batch_size"], ".1f"), lambda r: fmt.sortable(r["avg_batch_size"])),
@@ -270,6 +294,8 @@ def _constraints_text(constraints: dict) -> str:
         key = str(name).lstrip("-").replace("-", "_").lower()
         if key == "min_throughput":
             words.append(f"throughput ≥ {value:g} infer/s")
+        elif key == "max_reject_rate":
+            words.append(f"rejected ≤ {100 * float(value):g}%")
         elif key.startswith("max_") and key.endswith("_ms"):
             words.append(f"{key[4:-3]} latency ≤ {value:g} ms")
         else:

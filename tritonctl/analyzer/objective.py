@@ -5,6 +5,12 @@ the best objective, or, when several are within noise of that, the one with the 
 lowest concurrency that already reaches the config's throughput). The best config is chosen the
 same way over the configs' best points, with near-ties going to lower latency and then to fewer
 resources (instances, then max batch size, queue delay, preferred size).
+
+Rejected requests (a full queue, a queue timeout, any failed request) are not served: throughput
+and latencies count only the requests that were, and a point meets the constraints only when the
+share of requests rejected is at most ``max_reject_rate`` (0 unless given). So a bounded queue that
+keeps p99 under ``--max-p99-ms`` by turning requests away wins only where the user allows that
+many rejections, and then by the throughput it actually served.
 """
 
 from __future__ import annotations
@@ -73,15 +79,20 @@ class Objective:
 class Constraints:
     max_p99_ms: float | None = None
     min_throughput: float | None = None
+    max_reject_rate: float | None = None  # the share of requests that may be rejected; None: none may be
 
     def __post_init__(self) -> None:
+        if self.max_reject_rate is not None and not 0.0 <= self.max_reject_rate < 1.0:
+            raise AnalyzeError("--max-reject-rate must be a share of the requests from 0 up to (not including) 1, "
+                               "e.g. 0.01 or 1%")
         if self.max_p99_ms is not None and not self.max_p99_ms > 0:
             raise AnalyzeError("--max-p99-ms must be a positive number of milliseconds")
         if self.min_throughput is not None and not self.min_throughput > 0:
             raise AnalyzeError("--min-throughput must be a positive number of inferences per second")
 
     def as_dict(self) -> dict[str, float]:
-        values = {"max_p99_ms": self.max_p99_ms, "min_throughput": self.min_throughput}
+        values = {"max_p99_ms": self.max_p99_ms, "min_throughput": self.min_throughput,
+                  "max_reject_rate": self.max_reject_rate}
         return {k: v for k, v in values.items() if v is not None}
 
     def describe(self) -> str:
@@ -90,7 +101,17 @@ class Constraints:
             parts.append(f"p99 <= {self.max_p99_ms:g} ms")
         if self.min_throughput is not None:
             parts.append(f"throughput >= {self.min_throughput:g} infer/s")
+        if self.max_reject_rate:
+            parts.append(f"rejected <= {self.max_reject_rate:.2%}")
         return ", ".join(parts) or "none"
+
+    @property
+    def reject_limit(self) -> float:
+        return self.max_reject_rate or 0.0
+
+    def rejects_too_many(self, point: Point) -> bool:
+        """More load only rejects more: a sweep can stop at the first point over the limit."""
+        return point.ok and getattr(point, "reject_rate", 0.0) > self.reject_limit
 
     def latency_exceeded(self, point: Point) -> bool:
         """More load only raises latency: a sweep can stop at the first point over the limit."""
@@ -108,6 +129,7 @@ class Constraints:
             excess = max(excess, point.p99_ms / self.max_p99_ms - 1.0)
         if self.min_throughput is not None:
             excess = max(excess, self.min_throughput / point.throughput - 1.0 if point.throughput > 0 else 1e9)
+        excess = max(excess, getattr(point, "reject_rate", 0.0) - self.reject_limit)
         return max(excess, 0.0)
 
 
@@ -155,7 +177,7 @@ def best_point(points: list[Point], objective: Objective, constraints: Constrain
         return None
     top = max(objective.value(p) for p in passing)
     near = [p for p in passing if objective.value(p) >= top * (1.0 - tolerance)]
-    return min(near, key=lambda p: (p.p99_ms, p.concurrency))
+    return min(near, key=lambda p: (p.p99_ms, p.level))
 
 
 def summarize(points: list[Point], objective: Objective, constraints: Constraints) -> dict[str, ConfigResult]:

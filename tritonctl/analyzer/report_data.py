@@ -22,7 +22,7 @@ REQUIRED_COLUMNS = ("config_id", "concurrency", "throughput", "p99_ms", "meets_c
 OPTIONAL_COLUMNS = (
     "max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count", "instance_kind",
     "p50_ms", "p90_ms", "p95_ms", "avg_ms", "avg_batch_size", "queue_us", "compute_us", "is_default", "stage",
-    "dynamic_batching", "error",
+    "dynamic_batching", "error", "max_queue_size", "queue_timeout_us", "reject_rate", "load", "request_rate",
 )
 # The knobs of a candidate config, in the order a person thinks about them, with display names.
 KNOBS = (
@@ -31,6 +31,8 @@ KNOBS = (
     ("preferred_batch_size", "Preferred batch"),
     ("max_queue_delay_us", "Queue delay (µs)"),
     ("instance_kind", "Instance kind"),
+    ("max_queue_size", "Max queue size"),
+    ("queue_timeout_us", "Queue timeout (µs)"),
 )
 
 
@@ -53,7 +55,7 @@ def prepare(measurements: "pandas.DataFrame") -> "pandas.DataFrame":
             frame[column] = math.nan
     frame["config_id"] = frame["config_id"].astype(str)
     for column in ("throughput", "p99_ms", "objective", "p50_ms", "p90_ms", "p95_ms", "avg_ms",
-                   "avg_batch_size", "queue_us", "compute_us", "concurrency"):
+                   "avg_batch_size", "queue_us", "compute_us", "concurrency", "reject_rate", "request_rate"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     for column in ("meets_constraints", "is_default"):  # unknown reads as False
         frame[column] = [bool(value) if known(value) else False for value in frame[column]]
@@ -74,11 +76,14 @@ def config_bests(frame: "pandas.DataFrame", constraints: dict | None = None) -> 
 
     if frame.empty:
         return frame.assign(points=[])
-    limits = Constraints(**{k: v for k, v in (constraints or {}).items() if k in ("max_p99_ms", "min_throughput")})
+    limits = Constraints(**{k: v for k, v in (constraints or {}).items()
+                            if k in ("max_p99_ms", "min_throughput", "max_reject_rate")})
 
     def violation(row) -> float:
         measured = bool(row["throughput"] > 0 and row["p99_ms"] > 0)  # NaN compares False: not measured
-        return limits.violation(SimpleNamespace(ok=measured, p99_ms=row["p99_ms"], throughput=row["throughput"]))
+        rejected = _number_or(row["reject_rate"], 0.0)
+        return limits.violation(SimpleNamespace(ok=measured, p99_ms=row["p99_ms"], throughput=row["throughput"],
+                                                reject_rate=rejected))
 
     picks, ranks = [], {}
     for config_id, rows in frame.groupby("config_id", sort=False):
@@ -188,6 +193,10 @@ def knob_summary(row) -> str:
         kind = str(row.get("instance_kind") or "").removeprefix("KIND_")
         parts.append(f"{int(row['instance_count'])} x {kind}".strip() if known(kind) else
                      f"{int(row['instance_count'])} instance(s)")
+    if known(row.get("max_queue_size")) and int(row["max_queue_size"]):
+        parts.append(f"queue at most {int(row['max_queue_size'])}")
+    if known(row.get("queue_timeout_us")) and int(row["queue_timeout_us"]):
+        parts.append(f"queue timeout {int(row['queue_timeout_us']):,} µs")
     return ", ".join(parts)
 
 

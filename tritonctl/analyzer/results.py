@@ -18,7 +18,8 @@ COLUMNS = (
     "compute_us", "meets_constraints", "objective", "is_default", "stage",
 )
 EXTRA_COLUMNS = ("dynamic_batching", "stable", "request_count", "error_count", "measured_s", "config_hash", "repeat",
-                 "throughput_spread", "p99_spread")
+                 "throughput_spread", "p99_spread", "max_queue_size", "queue_timeout_us", "reject_rate", "load",
+                 "request_rate")
 
 
 def points_frame(points: list[Point], objective: Objective, constraints: Constraints) -> "pandas.DataFrame":
@@ -41,12 +42,15 @@ def points_frame(points: list[Point], objective: Objective, constraints: Constra
             "dynamic_batching": knobs.dynamic_batching, "stable": p.stable, "request_count": p.request_count,
             "error_count": p.error_count, "measured_s": p.measured_s, "config_hash": p.config_hash,
             "repeat": p.repeat, "throughput_spread": p.throughput_spread, "p99_spread": p.p99_spread,
+            "max_queue_size": knobs.max_queue_size, "queue_timeout_us": knobs.queue_timeout_us,
+            "reject_rate": p.reject_rate, "load": p.load, "request_rate": p.request_rate,
         })
     frame = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
     types = {"max_batch_size": "int64", "preferred_batch_size": "int64", "max_queue_delay_us": "int64",
              "instance_count": "int64", "concurrency": "int64", "meets_constraints": "bool", "is_default": "bool",
              "dynamic_batching": "bool", "stable": "bool", "request_count": "int64", "error_count": "int64",
-             "repeat": "int64", "throughput_spread": "float64", "p99_spread": "float64"}
+             "repeat": "int64", "throughput_spread": "float64", "p99_spread": "float64", "max_queue_size": "int64",
+             "queue_timeout_us": "int64", "reject_rate": "float64", "request_rate": "float64"}
     floats = [c for c in COLUMNS if c.endswith(("_ms", "_us", "_size")) and c not in types] + ["throughput",
                                                                                                "objective"]
     return frame.astype({**types, **{c: "float64" for c in floats}, "measured_s": "float64"})
@@ -73,7 +77,7 @@ def summary_table(results: list[ConfigResult], objective: Objective, constraints
     shown += [r for r in ordered[limit:] if r.is_default]
     table = Table(title=f"Best configs ({objective.describe()}; constraints: {constraints.describe()})",
                   padding=(0, 1), collapse_padding=True)
-    for title, justify in (("Config", "left"), ("Stage", "left"), ("Conc", "right"), ("Infer/s", "right"),
+    for title, justify in (("Config", "left"), ("Stage", "left"), ("Load", "right"), ("Infer/s", "right"),
                            ("p50 ms", "right"), ("p99 ms", "right"), ("Batch", "right"), ("Points", "right"),
                            ("Meets", "left")):
         table.add_column(title, justify=justify, no_wrap=True)
@@ -87,7 +91,8 @@ def summary_table(results: list[ConfigResult], objective: Objective, constraints
             table.add_row(name, stage, "-", "-", "-", "-", "-", str(len(result.points)), f"[red]{result.failed}[/red]")
             continue
         batch = f"{point.avg_batch_size:.1f}" if point.avg_batch_size == point.avg_batch_size else "-"
-        table.add_row(name, stage, str(point.concurrency), f"{point.throughput:,.1f}", f"{point.p50_ms:.2f}",
+        load = str(point.concurrency) if point.load == "concurrency" else f"{point.request_rate:.4g}/s"
+        table.add_row(name, stage, load, f"{point.throughput:,.1f}", f"{point.p50_ms:.2f}",
                       f"{point.p99_ms:.2f}", batch, str(len(result.points)),
                       "yes" if result.best is not None else "[yellow]no[/yellow]")
     return table

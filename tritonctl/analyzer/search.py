@@ -1,8 +1,9 @@
 """The search space of ``tritonctl analyze`` and the candidate configs it spans.
 
-A candidate is the model's effective config (what the server runs it with) with five knobs
-changed: ``max_batch_size``, one ``preferred_batch_size``, ``max_queue_delay_microseconds``, and
-one instance group's ``count`` and ``kind``. Candidates that mean the same thing to the batcher
+A candidate is the model's effective config (what the server runs it with) with these knobs
+changed: ``max_batch_size``, one ``preferred_batch_size``, ``max_queue_delay_microseconds``, one
+instance group's ``count`` and ``kind``, and the dynamic batcher's ``default_queue_policy``
+(``max_queue_size``, and ``default_timeout_microseconds`` with ``timeout_action: REJECT``). Candidates that mean the same thing to the batcher
 are made once (a batch of 1 never waits, so every queue delay of ``max_batch_size: 1`` is the
 same config), and a candidate the validator rejects is dropped with the reason.
 """
@@ -46,14 +47,19 @@ class Knobs:
     instance_kind: str = "KIND_CPU"
     preferred_batch_size: int = 0
     dynamic_batching: bool = True
+    max_queue_size: int = 0  # default_queue_policy.max_queue_size; 0: unbounded
+    queue_timeout_us: int = 0  # default_queue_policy.default_timeout_microseconds (REJECT); 0: none
 
     @property
     def config_id(self) -> str:
-        """Short and readable: ``b8-d500-i2-cpu`` (``-p4`` with a preferred size, ``nobatcher`` without one)."""
+        """Short and readable: ``b8-d500-i2-cpu`` (``-p4`` with a preferred size, ``nobatcher`` without one,
+        ``-q16`` with a bounded queue, ``-t5000`` with a queue timeout)."""
         kind = self.instance_kind.removeprefix("KIND_").lower()
         batching = f"d{self.max_queue_delay_us}" if self.dynamic_batching else "nobatcher"
         preferred = f"-p{self.preferred_batch_size}" if self.preferred_batch_size else ""
-        return f"b{self.max_batch_size}-{batching}-i{self.instance_count}-{kind}{preferred}"
+        queue = f"-q{self.max_queue_size}" if self.max_queue_size else ""
+        timeout = f"-t{self.queue_timeout_us}" if self.queue_timeout_us else ""
+        return f"b{self.max_batch_size}-{batching}-i{self.instance_count}-{kind}{preferred}{queue}{timeout}"
 
     @property
     def resources(self) -> tuple[int, int, int, int]:
@@ -72,25 +78,68 @@ class SearchSpace:
     instance_kinds: tuple[str, ...] | None = None
     preferred_batch_sizes: tuple[int, ...] | None = None  # 0 = none, AUTO = powers of two below max_batch_size
     concurrency: tuple[int, ...] | None = None
+    max_queue_sizes: tuple[int, ...] | None = None  # 0 = unbounded
+    queue_timeouts_us: tuple[int, ...] | None = None  # 0 = no timeout
+    # The load: a concurrency sweep (above), a request-rate sweep, or a replayed trace (exactly one).
+    request_rates: tuple[float, ...] | None = None
+    request_intervals_us: tuple[int, ...] | None = None
+    request_intervals_file: str = ""  # where the trace came from, for the report
+
+    @property
+    def load_kind(self) -> str:
+        """``concurrency``, ``request_rate`` or ``request_intervals``."""
+        if self.request_intervals_us:
+            return "request_intervals"
+        return "request_rate" if self.request_rates else "concurrency"
+
+    @property
+    def load_levels(self) -> tuple[float, ...]:
+        """The sweep's levels in order: concurrencies, rates, or the trace's mean rate (one level)."""
+        if self.request_intervals_us:
+            return (len(self.request_intervals_us) * 1e6 / sum(self.request_intervals_us),)
+        return tuple(self.request_rates or self.concurrency or ())
 
     def resolved(self, base) -> "SearchSpace":
         """Every knob filled: powers of two up to 64, delays 0 to 10 ms, the model's instance kind and
-        1 to N instances of it, no preferred size, concurrency 1 to 256."""
-        kinds = self.instance_kinds or (default_knobs(base).instance_kind,)
+        1 to N instances of it, no preferred size, the model's own queue policy, and (unless a request
+        rate or a trace is the load) concurrency 1 to 256."""
+        loads = [flag for flag, value in (("--concurrency", self.concurrency), ("--request-rate", self.request_rates),
+                                          ("--request-intervals", self.request_intervals_us)) if value]
+        if len(loads) > 1:
+            raise AnalyzeError(f"give one kind of load: {' or '.join(loads)}, not "
+                               + ("both" if len(loads) == 2 else "all three"))
+        knobs = default_knobs(base)
+        kinds = self.instance_kinds or (knobs.instance_kind,)
         return SearchSpace(
             batch_sizes=self.batch_sizes or DEFAULT_BATCH_SIZES,
             queue_delays_us=self.queue_delays_us or DEFAULT_QUEUE_DELAYS_US,
             instance_counts=self.instance_counts or default_instance_counts(kinds[0]),
             instance_kinds=kinds,
             preferred_batch_sizes=self.preferred_batch_sizes or (0,),
-            concurrency=self.concurrency or DEFAULT_CONCURRENCY,
+            concurrency=None if loads and not self.concurrency else self.concurrency or DEFAULT_CONCURRENCY,
+            max_queue_sizes=self.max_queue_sizes or (knobs.max_queue_size,),
+            queue_timeouts_us=self.queue_timeouts_us or (knobs.queue_timeout_us,),
+            request_rates=self.request_rates, request_intervals_us=self.request_intervals_us,
+            request_intervals_file=self.request_intervals_file,
         )
 
     def describe(self) -> dict[str, Any]:
         preferred = ["auto" if p == AUTO else ("none" if p == 0 else p) for p in self.preferred_batch_sizes or ()]
         return {"max_batch_size": list(self.batch_sizes or ()), "max_queue_delay_us": list(self.queue_delays_us or ()),
                 "instance_count": list(self.instance_counts or ()), "instance_kind": list(self.instance_kinds or ()),
-                "preferred_batch_size": preferred, "concurrency": list(self.concurrency or ())}
+                "preferred_batch_size": preferred, "concurrency": list(self.concurrency or ()),
+                "max_queue_size": list(self.max_queue_sizes or ()), "queue_timeout_us": list(self.queue_timeouts_us or ()),
+                "load": self.describe_load()}
+
+    def describe_load(self) -> dict[str, Any]:
+        """The load each candidate is measured under, for the summary and the checkpoint."""
+        if self.request_intervals_us:
+            intervals = self.request_intervals_us
+            return {"kind": "request_intervals", "file": self.request_intervals_file, "count": len(intervals),
+                    "total_us": sum(intervals), "mean_rate_per_s": round(self.load_levels[0], 6)}
+        if self.request_rates:
+            return {"kind": "request_rate", "request_rates": list(self.request_rates)}
+        return {"kind": "concurrency", "concurrency": list(self.concurrency or ())}
 
 
 @dataclass
@@ -179,6 +228,8 @@ def default_knobs(config) -> Knobs:
     groups = list(config.instance_group)
     batching = config.HasField("dynamic_batching")
     preferred = max(config.dynamic_batching.preferred_batch_size, default=0) if batching else 0
+    policy = config.dynamic_batching.default_queue_policy
+    rejects = batching and policy.timeout_action == policy.REJECT
     return Knobs(
         max_batch_size=config.max_batch_size,
         max_queue_delay_us=int(config.dynamic_batching.max_queue_delay_microseconds) if batching else 0,
@@ -186,6 +237,8 @@ def default_knobs(config) -> Knobs:
         instance_kind=kinds.Name(groups[0].kind) if groups else "KIND_CPU",
         preferred_batch_size=0 if preferred >= config.max_batch_size else preferred,
         dynamic_batching=batching,
+        max_queue_size=int(policy.max_queue_size) if batching else 0,
+        queue_timeout_us=int(policy.default_timeout_microseconds) if rejects else 0,
     )
 
 
@@ -201,6 +254,7 @@ def make_config(base, knobs: Knobs, model_dir: Path):
         del batching.preferred_batch_size[:]
         if knobs.preferred_batch_size:
             batching.preferred_batch_size.append(knobs.preferred_batch_size)
+        _set_queue_policy(batching, knobs)
     else:
         config.ClearField("dynamic_batching")
     name = base.instance_group[0].name if base.instance_group else config.name
@@ -212,17 +266,34 @@ def make_config(base, knobs: Knobs, model_dir: Path):
     return core_normalize(config, model_dir)
 
 
+def _set_queue_policy(batching, knobs: Knobs) -> None:
+    """The knobs' queue policy: a bounded queue and a timeout that rejects; none of either leaves
+    the batcher's own policy (a DELAY action, a timeout override) as the base config has it."""
+    policy = batching.default_queue_policy
+    if knobs.max_queue_size or batching.HasField("default_queue_policy"):
+        policy.max_queue_size = knobs.max_queue_size
+    if knobs.queue_timeout_us:
+        policy.timeout_action = policy.REJECT
+        policy.default_timeout_microseconds = knobs.queue_timeout_us
+    elif policy.timeout_action == policy.REJECT and batching.HasField("default_queue_policy"):
+        policy.default_timeout_microseconds = 0
+    if batching.HasField("default_queue_policy") and not policy.ListFields():
+        batching.ClearField("default_queue_policy")
+
+
 def grid_knobs(space: SearchSpace, batching: bool) -> list[Knobs]:
     """Every distinct knob combination of the space, in a stable order."""
     seen: dict[Knobs, None] = {}
+    queues = list(itertools.product(space.max_queue_sizes or (0,), space.queue_timeouts_us or (0,)))
     for count, kind in itertools.product(space.instance_counts, space.instance_kinds):
         if not batching:  # max_batch_size 0: no batch dimension, nothing to batch
             seen.setdefault(Knobs(0, 0, count, kind, 0, False))
             continue
         for size, delay in itertools.product(space.batch_sizes, space.queue_delays_us):
             for preferred in _preferred_values(space.preferred_batch_sizes, size):
-                knobs = Knobs(size, 0 if size == 1 else delay, count, kind, preferred)
-                seen.setdefault(knobs)
+                for queue, timeout in queues:
+                    knobs = Knobs(size, 0 if size == 1 else delay, count, kind, preferred, True, queue, timeout)
+                    seen.setdefault(knobs)
     return list(seen)
 
 

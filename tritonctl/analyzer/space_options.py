@@ -1,9 +1,11 @@
 """The command-line spellings of analyze's search space: ``1:64`` (powers of two), ``1:4``
-(every count), comma lists, ``none`` / ``auto`` preferred sizes and instance kinds; and of its
-time budget (``90s``, ``20m``, ``1h30m``)."""
+(every count), comma lists, ``none`` / ``auto`` preferred sizes and instance kinds, queue sizes
+and timeouts; of its load (request rates); of the share of requests that may be rejected; and of
+its time budget (``90s``, ``20m``, ``1h30m``)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from tritonctl.analyzer.search import AUTO, KIND_NAMES, AnalyzeError
@@ -62,6 +64,48 @@ def parse_counts(text: str, flag: str = "--instance-counts") -> tuple[int, ...]:
 def parse_delays(text: str) -> tuple[int, ...]:
     """``0,100,1000``: queue delays in microseconds."""
     return tuple(_ints(text, "--queue-delays", 0))
+
+
+def parse_queue_sizes(text: str) -> tuple[int, ...]:
+    """``0,8,32``: default_queue_policy.max_queue_size values (0: unbounded)."""
+    return tuple(_ints(text, "--max-queue-sizes", 0))
+
+
+def parse_timeouts(text: str) -> tuple[int, ...]:
+    """``0,5000,20000``: queue timeouts in microseconds after which a queued request is rejected (0: none)."""
+    return tuple(_ints(text, "--queue-timeouts", 0))
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """``10,50,100`` or perf's ``START:END:STEP``: request rates (per second), swept in increasing order."""
+    if ":" in text:
+        from tritonctl.perf.options import PerfError, parse_request_rate_range
+
+        try:
+            return parse_request_rate_range(text)
+        except PerfError as exc:
+            raise AnalyzeError(str(exc).replace("--request-rate-range", "--request-rate")) from None
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise AnalyzeError(f"--request-rate {text!r}: expected requests per second, e.g. 50,100,200 or "
+                           "50:200:50") from None
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise AnalyzeError(f"--request-rate {text!r}: give positive rates in requests per second, e.g. 50,100,200")
+    return tuple(sorted(set(values)))
+
+
+def parse_share(text: str, flag: str) -> float:
+    """``0.01`` or ``1%``: a share from 0 up to (not including) 1."""
+    value_text = text.strip()
+    percent = value_text.endswith("%")
+    try:
+        value = float(value_text.removesuffix("%")) / (100.0 if percent else 1.0)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:
+        raise AnalyzeError(f"{flag} {text!r}: give a share of the requests from 0 up to 1, e.g. 0.01 or 1%")
+    return value
 
 
 def parse_preferred(text: str) -> tuple[int, ...]:

@@ -45,13 +45,15 @@ from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import Candidate, CandidateSet, Knobs
 
 Evaluate = Callable[[Candidate, str], ConfigResult]
-Sample = Callable[[Candidate, int, int, str], Point]  # candidate, concurrency, repeat (1, 2, ...), stage
+Sample = Callable[[Candidate, float, int, str], Point]  # candidate, load level, repeat (1, 2, ...), stage
 # Knobs in order of effect; the first three are ordered (a step is a neighbour), the others are sets.
 ORDERED = ("instance_count", "max_batch_size", "max_queue_delay_us")
-UNORDERED = ("preferred_batch_size", "instance_kind")
+# The queue policy's knobs are sets too: 0 (unbounded, no timeout) is not the small end of their range.
+UNORDERED = ("preferred_batch_size", "instance_kind", "max_queue_size", "queue_timeout_us")
 LABELS = {"instance_count": "instance count", "max_batch_size": "max batch size",
           "max_queue_delay_us": "queue delay (us)", "preferred_batch_size": "preferred batch size",
-          "instance_kind": "instance kind"}
+          "instance_kind": "instance kind", "max_queue_size": "max queue size",
+          "queue_timeout_us": "queue timeout (us)"}
 BUDGET_FRACTION = 0.25
 MIN_BUDGET = 3
 REFINE_ALLOWANCE = 2  # configs the default budget keeps beyond the knobs' lines, for the hill climb
@@ -130,6 +132,7 @@ class FinalRound:
         def entry(e: Estimate) -> dict:
             p = e.point
             return {"config_id": e.config_id, "concurrency": p.concurrency if p else None,
+                    "request_rate": p.request_rate if p and p.request_rate else None,
                     "throughput": p.throughput if p else None, "p99_ms": p.p99_ms if p else None,
                     "objective": e.value if e.tier == 2 else None, "meets_constraints": e.tier == 2,
                     "spread": e.spread, "samples": len(e.samples),
@@ -200,13 +203,13 @@ class Search:
         if anchor is None or self.sample is None:
             return
         done = self.samples.setdefault(candidate.config_id, [])
-        done.append(self.sample(candidate, anchor.concurrency, len(done) + 1, stage))
+        done.append(self.sample(candidate, anchor.level, len(done) + 1, stage))
 
     def estimate(self, candidate: Candidate, final: bool = False) -> Estimate:
         """The sweep's anchor point and its re-measurements; ``final``: the final round's only."""
         anchor = self.anchor(candidate)
         again = [p for p in self.samples.get(candidate.config_id, [])
-                 if anchor is not None and p.concurrency == anchor.concurrency and (p.stage == "final") == final]
+                 if anchor is not None and p.level == anchor.level and (p.stage == "final") == final]
         samples = again if final else ([anchor] if anchor is not None else []) + again
         return estimate(candidate.config_id, candidate.knobs, samples, self.objective, self.constraints)
 

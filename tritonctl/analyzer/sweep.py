@@ -1,7 +1,8 @@
-"""The concurrency sweep of one candidate config, with Model Analyzer's early stop.
+"""The load sweep of one candidate config, with Model Analyzer's early stop.
 
-Concurrency values are measured in increasing order. The sweep stops at the first point whose p99
-is over ``--max-p99-ms`` (more load only adds latency), or once the sweep's aim has not grown by
+Load levels (concurrency values or request rates) are measured in increasing order. The sweep stops
+at the first point whose p99 is over ``--max-p99-ms`` (more load only adds latency) or that rejects
+more requests than ``--max-reject-rate`` allows (more load only rejects more), or once the sweep's aim has not grown by
 more than ``min_gain`` for ``patience`` points: the aim is the objective of points meeting the
 constraints, or, until one does, throughput (to reach ``--min-throughput``).
 """
@@ -23,20 +24,24 @@ class SweepRule:
     patience: int = 2  # points in a row without gain before stopping (one noisy window must not end a sweep)
 
 
-def sweep(levels: tuple[int, ...], measure: Callable[[int], Point], objective: Objective,
+def sweep(levels: tuple[float, ...], measure: Callable[[float], Point], objective: Objective,
           constraints: Constraints, rule: SweepRule = SweepRule()) -> tuple[list[Point], str]:
     """Measure ``levels`` in order until the early stop; returns the points and why it stopped."""
     points: list[Point] = []
     best: tuple[int, float] | None = None
     stale = 0
-    for concurrency in levels:
-        point = measure(concurrency)
+    for level in levels:
+        point = measure(level)
         points.append(point)
+        at = point.load_words()
         if not point.ok:
-            return points, f"stopped at concurrency {concurrency}: {point.error}"
+            return points, f"stopped at {at}: {point.error}"
         if constraints.latency_exceeded(point):
-            return points, (f"stopped at concurrency {concurrency}: p99 {point.p99_ms:.2f} ms is over the "
+            return points, (f"stopped at {at}: p99 {point.p99_ms:.2f} ms is over the "
                             f"{constraints.max_p99_ms:g} ms limit")
+        if constraints.rejects_too_many(point):
+            return points, (f"stopped at {at}: {point.reject_rate:.1%} of the requests were rejected, over the "
+                            f"{constraints.reject_limit:.1%} allowed (--max-reject-rate)")
         aim = (1, objective.value(point)) if constraints.meets(point) else (0, point.throughput)
         if best is None or aim[0] > best[0] or aim[1] > best[1] * (1.0 + rule.min_gain):
             best, stale = aim, 0
@@ -44,6 +49,11 @@ def sweep(levels: tuple[int, ...], measure: Callable[[int], Point], objective: O
         stale += 1
         if stale >= rule.patience:
             what = "the objective" if aim[0] else "throughput"
-            return points, (f"stopped at concurrency {concurrency}: {what} grew less than "
+            return points, (f"stopped at {at}: {what} grew less than "
                             f"{rule.min_gain:.0%} over {rule.patience} point{'s' * (rule.patience > 1)}")
-    return points, f"measured every concurrency up to {levels[-1]}" if levels else "no concurrency to measure"
+    if not points:
+        return points, "no load level to measure"
+    last = points[-1]
+    return points, (f"measured every concurrency up to {last.concurrency}" if last.load == "concurrency" else
+                    f"measured every request rate up to {last.request_rate:g} req/s" if last.load == "request_rate"
+                    else "measured the trace")

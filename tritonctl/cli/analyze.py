@@ -29,8 +29,8 @@ class Protocol(str, enum.Enum):
 
 HELP = (
     "Find the best serving config of a model: measure candidate configs (max batch size, preferred batch size, "
-    "queue delay, instance count and kind) with a concurrency sweep each, choose the best one under your "
-    "constraints, and write it with a report.\n\n"
+    "queue delay, instance count and kind, queue size and timeout) with a load sweep each (concurrency, request "
+    "rate or a replayed trace), choose the best one under your constraints, and write it with a report.\n\n"
     "By default the bundled server runs the model in a subprocess; --url uses a running server in explicit "
     "model-control mode (tritonctl serve or Triton), --engine triton a local tritonserver. Every measurement is "
     "checkpointed: after Ctrl-C or a crash, run the same command with --resume.\n\n"
@@ -43,6 +43,10 @@ HELP = (
   tritonctl analyze models -m bert --url localhost:8000 --batch-sizes 1:16 --queue-delays 0,1000,5000
 
   tritonctl analyze models -m mlp --strategy exhaustive --instance-counts 1:2 --resume
+
+  tritonctl analyze models -m mlp --request-rate 100,200,400 --max-queue-sizes 0,16 --max-p99-ms 30
+
+  tritonctl analyze models -m mlp --request-intervals trace.txt --queue-timeouts 0,20000 --max-reject-rate 1%
 
   tritonctl analyze models --time-budget 2h          # every model of the repository, within two hours
 """
@@ -67,6 +71,9 @@ def analyze(
                                                                     "(W = weight of throughput, 0..1)."),
     max_p99_ms: float = typer.Option(None, "--max-p99-ms", help="Constraint: p99 latency at most this (ms)."),
     min_throughput: float = typer.Option(None, "--min-throughput", help="Constraint: at least this many infer/s."),
+    max_reject_rate: str = typer.Option(None, "--max-reject-rate", help="Constraint: at most this share of the "
+                                                                        "requests rejected or failed, e.g. 0.01 or "
+                                                                        "1% (default 0)."),
     batch_sizes: str = typer.Option(None, "--batch-sizes", help="max_batch_size values: START:END (powers of two) "
                                                                 "or a list (default 1:64)."),
     queue_delays: str = typer.Option(None, "--queue-delays", help="max_queue_delay_microseconds values "
@@ -78,8 +85,19 @@ def analyze(
     preferred_batch_sizes: str = typer.Option(None, "--preferred-batch-sizes",
                                               help="none, auto (powers of two below each max batch size) or a "
                                                    "list such as none,4,8 (default none)."),
+    max_queue_sizes: str = typer.Option(None, "--max-queue-sizes", help="dynamic_batching.default_queue_policy "
+                                                                        "max_queue_size values, 0 = unbounded "
+                                                                        "(default: the model's)."),
+    queue_timeouts: str = typer.Option(None, "--queue-timeouts", help="Queue timeouts in µs after which a queued "
+                                                                      "request is rejected (timeout_action REJECT), "
+                                                                      "0 = none (default: the model's)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Concurrency sweep: START:END (powers of two) or "
                                                                 "a list (default 1:256)."),
+    request_rate: str = typer.Option(None, "--request-rate", help="Request-rate sweep instead (per second): a list "
+                                                                  "or START:END:STEP."),
+    request_intervals: Path = typer.Option(None, "--request-intervals", metavar="FILE",
+                                           help="Replay this trace instead: one interval between sends in µs per "
+                                                "line (perf_analyzer's format)."),
     budget: int = typer.Option(None, "--budget", help="smart: the most configs to measure (default a quarter "
                                                       "of the candidates, at least enough for every knob's "
                                                       "line)."),
@@ -111,7 +129,9 @@ def analyze(
     from tritonctl.analyzer.search import AnalyzeError, SearchSpace
     from tritonctl.analyzer.repository import repository_models, run_repository
     from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_duration, parse_kinds,
-                                                  parse_powers, parse_preferred)
+                                                  parse_powers, parse_preferred, parse_queue_sizes, parse_rates,
+                                                  parse_share, parse_timeouts)
+    from tritonctl.perf.intervals import read_intervals
     from tritonctl.cli.analyze_view import ProgressReporter, RepositoryProgress, print_repository, print_result
     from tritonctl.optional import require
 
@@ -125,6 +145,11 @@ def analyze(
             raise AnalyzeError("--budget must be at least 1")
         if model and models:
             raise AnalyzeError("give --model for one model or --models for several, not both")
+        loads = [flag for flag, value in (("--concurrency", concurrency), ("--request-rate", request_rate),
+                                          ("--request-intervals", request_intervals)) if value]
+        if len(loads) > 1:
+            raise AnalyzeError(f"give one kind of load: {' or '.join(loads)}, not "
+                               + ("both" if len(loads) == 2 else "all three"))
         names = [n.strip() for n in (models or "").split(",") if n.strip()]
         whole = model is None
         if whole:
@@ -136,6 +161,11 @@ def analyze(
             instance_kinds=parse_kinds(instance_kinds) if instance_kinds else None,
             preferred_batch_sizes=parse_preferred(preferred_batch_sizes) if preferred_batch_sizes else None,
             concurrency=parse_powers(concurrency, "--concurrency") if concurrency else None,
+            max_queue_sizes=parse_queue_sizes(max_queue_sizes) if max_queue_sizes else None,
+            queue_timeouts_us=parse_timeouts(queue_timeouts) if queue_timeouts else None,
+            request_rates=parse_rates(request_rate) if request_rate else None,
+            request_intervals_us=read_intervals(request_intervals) if request_intervals else None,
+            request_intervals_file=str(request_intervals) if request_intervals else "",
         )
         options = AnalyzeOptions(
             repository=repository, model=model or "", space=space,
@@ -143,7 +173,9 @@ def analyze(
             Path(f"analyze-{repository.resolve().name if whole else model}"),
             time_budget_s=parse_duration(time_budget, "--time-budget") if time_budget else None,
             strategy=strategy.value, objective=Objective.parse(objective),
-            constraints=Constraints(max_p99_ms, min_throughput), budget=budget,
+            constraints=Constraints(max_p99_ms, min_throughput,
+                                    parse_share(max_reject_rate, "--max-reject-rate") if max_reject_rate else None),
+            budget=budget,
             engine=(engine.value if engine else ("url" if url else "subprocess")), url=url, protocol=protocol.value,
             tritonserver=tritonserver, triton_args=tuple(triton_arg), measurement_interval_ms=measurement_interval,
             stability_percentage=stability_percentage, max_trials=max_trials, shapes=parse_shapes(shape),

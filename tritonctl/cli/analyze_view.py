@@ -10,6 +10,7 @@ from tritonctl.analyzer.analyze import AnalyzeOptions, AnalyzeResult, Reporter
 from tritonctl.analyzer.objective import ConfigResult
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import Candidate
+from tritonctl.analyzer.why import why_lines
 
 
 class ProgressReporter(Reporter):
@@ -44,7 +45,7 @@ class ProgressReporter(Reporter):
         source = "[dim](from checkpoint)[/dim]" if reused else ""
         text = point.describe() if point.ok else f"[red]{point.describe()}[/red]"
         self.console.print(f"  [dim]{point.config_id:>24}[/dim]  {text} {source}".rstrip(), soft_wrap=True)
-        self._describe(f"{point.stage}: {point.config_id} (concurrency {point.concurrency} done)")
+        self._describe(f"{point.stage}: {point.config_id} ({point.load_words()} done)")
 
     def candidate_done(self, result: ConfigResult) -> None:
         if self.task is not None:
@@ -88,6 +89,11 @@ def print_result(result: AnalyzeResult, options: AnalyzeOptions, out: Console, e
             out.print(f"[bold]Final round[/bold] ({final['rounds']} rounds head to head, medians): {standings}",
                       soft_wrap=True)
             out.print(f"[bold]Margin:[/bold] {final['verdict']}.", soft_wrap=True)
+        why = why_lines(meta.get("why"))
+        if why:
+            out.print("[bold]Why it won:[/bold]")
+            for line in why:
+                out.print(f"  - {line}", soft_wrap=True, markup=False)
     elif not result.interrupted:
         err.print(f"[red]No config met the constraints[/red] ({options.constraints.describe()}); "
                   "see the table for the closest ones, or relax --max-p99-ms / --min-throughput.")
