@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tritonctl.analyzer import report_data, report_plots
 from tritonctl.analyzer import report_format as fmt
-from tritonctl.analyzer.report_data import knob_summary
+from tritonctl.analyzer.report_data import knob_summary, load_level, load_words as _load
 from tritonctl.optional import require
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ def _final_round(final: dict | None) -> dict | None:
         measured = entry.get("throughput") is not None
         rows.append(dict(
             config_id=entry["config_id"], chosen=entry["config_id"] == final.get("chosen"),
-            concurrency=entry.get("concurrency") if entry.get("concurrency") is not None else "",
+            concurrency=(f"{entry['request_rate']:.4g}/s" if entry.get("request_rate") else
+                         entry.get("concurrency") if entry.get("concurrency") is not None else ""),
             throughput=fmt.throughput(entry["throughput"]) if measured else "-",
             p99=fmt.ms(entry["p99_ms"]) if measured else "-",
             band=f"±{100 * entry.get('spread', 0.0):.1f}%",
@@ -203,15 +204,6 @@ def _point_words(row) -> str:
             f"p99 {fmt.ms(row['p99_ms'])} ms ({_load(row)})")
 
 
-def _load(row) -> str:
-    """The load a point was measured at: ``concurrency 4``, ``50 req/s`` or the trace's mean rate."""
-    load = row.get("load")
-    if load == "request_rate":
-        return f"{row['request_rate']:g} req/s"
-    if load == "request_intervals":
-        return f"the trace, mean {row['request_rate']:.4g} req/s"
-    return f"concurrency {int(row['concurrency'])}"
-
 
 def _facts(frame, meta) -> list[tuple[str, str]]:
     """The run at a glance, as (label, value) pairs."""
@@ -242,7 +234,7 @@ _COLUMNS = (
     ("Delay (µs)", lambda r: fmt.integer(r["max_queue_delay_us"], thousands=True),
      lambda r: fmt.sortable(r["max_queue_delay_us"])),
     ("Load", lambda r: _load(r).removeprefix("concurrency "),
-     lambda r: fmt.sortable(r["concurrency"] if r.get("load") in ("concurrency", None) else r["request_rate"])),
+     lambda r: fmt.sortable(load_level(r))),
     ("Infer/s", lambda r: fmt.throughput(r["throughput"]), lambda r: fmt.sortable(r["throughput"])),
     ("p99 (ms)", lambda r: fmt.ms(r["p99_ms"]), lambda r: fmt.sortable(r["p99_ms"])),
     ("Avg batch", lambda r: fmt.number(r["avg_batch_size"], ".1f"), lambda r: fmt.sortable(r["avg_batch_size"])),

@@ -200,6 +200,21 @@ def knob_summary(row) -> str:
     return ", ".join(parts)
 
 
+def load_words(row) -> str:
+    """The load a point was measured at: ``concurrency 4``, ``50 req/s`` or ``the trace, mean 100 req/s``."""
+    load = row.get("load")
+    if load == "request_rate":
+        return f"{row['request_rate']:g} req/s"
+    if load == "request_intervals":
+        return f"the trace, mean {row['request_rate']:.4g} req/s"
+    return f"concurrency {int(row['concurrency'])}"
+
+
+def load_level(row) -> float:
+    """The point's load level: its concurrency, or its (mean) request rate."""
+    return row["request_rate"] if row.get("load") in ("request_rate", "request_intervals") else row["concurrency"]
+
+
 def known(value) -> bool:
     """False for None, NaN and their text forms: a value the measurements do not have."""
     if value is None:

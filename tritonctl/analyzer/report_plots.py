@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tritonctl.analyzer import report_format as fmt
-from tritonctl.analyzer.report_data import KNOBS, KnobEffect, best_throughput_grid, knob_summary
+from tritonctl.analyzer.report_data import (KNOBS, KnobEffect, best_throughput_grid, knob_summary, load_level,
+                                             load_words)
 
 if TYPE_CHECKING:
     import pandas
@@ -46,7 +47,8 @@ def throughput_vs_latency(frame: "pandas.DataFrame", marks: Highlights) -> "Figu
     # The best and default configs are drawn last, on top of the others.
     ordered = sorted(config_ids, key=lambda c: (c == marks.default_config_id, c == marks.best_config_id))
     for number, config_id in enumerate(ordered):
-        rows = frame[frame["config_id"] == config_id].dropna(subset=["throughput", "p99_ms"]).sort_values("concurrency")
+        rows = frame[frame["config_id"] == config_id].dropna(subset=["throughput", "p99_ms"])
+        rows = rows.assign(_level=[load_level(row) for _, row in rows.iterrows()]).sort_values("_level")
         if rows.empty:
             continue
         is_best, is_default = config_id == marks.best_config_id, config_id == marks.default_config_id
@@ -63,7 +65,7 @@ def throughput_vs_latency(frame: "pandas.DataFrame", marks: Highlights) -> "Figu
             line=line, opacity=opacity, legendrank=1 if (is_best or is_default) else 1000,
             marker=dict(size=9 if is_best else 7,
                         symbol=["circle" if ok else "circle-open" for ok in rows["meets_constraints"]]),
-            text=[f"c={int(c)}" for c in rows["concurrency"]] if is_best else None, textposition="top left",
+            text=[_level_label(row) for _, row in rows.iterrows()] if is_best else None, textposition="top left",
             customdata=_point_details(rows), hovertemplate=_POINT_HOVER,
         ))
     _constraint_lines(figure, frame, marks)
@@ -160,7 +162,7 @@ def throughput_heatmap(frame: "pandas.DataFrame", row_knob: str, column_knob: st
 _COMMON_LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=50, b=60), hovermode="closest",
                       font=dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=13))
 
-_POINT_HOVER = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>concurrency %{customdata[2]}<br>"
+_POINT_HOVER = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
                 "throughput %{y:,.1f} infer/s<br>p99 %{x:.2f} ms<br>%{customdata[3]}<extra></extra>")
 
 
@@ -188,8 +190,15 @@ def _point_details(rows: "pandas.DataFrame") -> list[list]:
             server.append(f"compute {row['compute_us'] / 1000:.2f} ms")
         if not row.get("meets_constraints"):
             server.append("misses a constraint")
-        details.append([row["config_id"], knob_summary(row), int(row["concurrency"]), ", ".join(server)])
+        details.append([row["config_id"], knob_summary(row), load_words(row), ", ".join(server)])
     return details
+
+
+def _level_label(row) -> str:
+    """A point's label on the best config's line: ``c=4``, or ``50/s`` for a request rate."""
+    if row.get("load") in ("request_rate", "request_intervals"):
+        return f"{row['request_rate']:.4g}/s"
+    return f"c={int(row['concurrency'])}"
 
 
 def _constraint_lines(figure: "Figure", points: "pandas.DataFrame", marks: Highlights) -> None:

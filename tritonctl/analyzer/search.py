@@ -318,6 +318,9 @@ def build_candidates(model_dir: Path, base, space: SearchSpace, validate: bool =
     candidates: list[Candidate] = []
     dropped: list[str] = []
     batching = base.max_batch_size > 0
+    if not batching and any(space.max_queue_sizes or ()) or not batching and any(space.queue_timeouts_us or ()):
+        dropped.append("the queue policy (--max-queue-sizes, --queue-timeouts): the model has max_batch_size 0, "
+                       "so there is no dynamic batcher whose queue it would bound")
     for knobs in grid_knobs(space, batching):
         candidate = Candidate(knobs, make_config(base, knobs, model_dir))
         if candidate.config_json == default.config_json:

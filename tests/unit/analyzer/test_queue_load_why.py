@@ -58,7 +58,9 @@ def test_a_delay_policy_is_kept_and_the_space_defaults_to_the_model(tmp_path):
     fixed_batch_model(tmp_path)
     model_dir, base = load_model_config(tmp_path, "fixed")
     space = SearchSpace(instance_counts=(1,), max_queue_sizes=(0, 4), concurrency=(1,)).resolved(base)
-    assert [c.knobs.max_queue_size for c in build_candidates(model_dir, base, space).candidates] == [0]
+    fixed = build_candidates(model_dir, base, space)
+    assert [c.knobs.max_queue_size for c in fixed.candidates] == [0]
+    assert fixed.dropped and "no dynamic batcher" in fixed.dropped[0]
 
 
 def test_one_kind_of_load(tmp_path):
