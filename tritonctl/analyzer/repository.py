@@ -42,7 +42,8 @@ class ModelOutcome:
             if config is None or config.best is None:
                 return None
             p = config.best
-            return {"config_id": config.config_id, "concurrency": p.concurrency, "throughput": round(p.throughput, 2),
+            return {"config_id": config.config_id, "concurrency": p.concurrency, "load": p.load_words(),
+                    "throughput": round(p.throughput, 2),
                     "p99_ms": round(p.p99_ms, 3), "instances": config.knobs.instance_count,
                     "instance_kind": config.knobs.instance_kind, "max_batch_size": config.knobs.max_batch_size,
                     "max_queue_delay_us": config.knobs.max_queue_delay_us}
@@ -171,7 +172,7 @@ def _markdown(document: dict) -> str:
         gain = entry["throughput_gain"]
         versus = f"{gain:+.0%} ({default['config_id']}: {default['throughput']:,.0f})" if gain is not None else "-"
         lines.append(
-            f"| {entry['model']} | {chosen['config_id']} @ {chosen['concurrency']} | {chosen['throughput']:,.1f} | "
+            f"| {entry['model']} | {chosen['config_id']} @ {_at(chosen)} | {chosen['throughput']:,.1f} | "
             f"{versus} | {chosen['p99_ms']:.2f} | {chosen['instances']} {chosen['instance_kind']} | "
             f"{entry['configs_measured']} of {entry['configs_total']}"
             f"{' (time budget)' if entry['out_of_time'] else ''} | {entry['wall_s']:.0f} | "
@@ -184,3 +185,9 @@ def _markdown(document: dict) -> str:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+def _at(point: dict) -> str:
+    """Where a config was measured, shortly: the concurrency, or the (mean) request rate."""
+    load = point.get("load") or ""
+    return load.removeprefix("concurrency ") if load.startswith("concurrency ") else load or str(point["concurrency"])
