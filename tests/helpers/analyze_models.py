@@ -61,3 +61,65 @@ def mlp_model(repo: Path, name: str = "mlp") -> Path:
     save(model, str(model_dir / "1" / "model.onnx"))
     (model_dir / "config.pbtxt").write_text(MLP_CONFIG.replace('"mlp"', f'"{name}"'))
     return model_dir
+
+
+PIPE_ENSEMBLE = """name: "{name}"
+platform: "ensemble"
+max_batch_size: 8
+input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+ensemble_scheduling {{ step [
+  {{ model_name: "pre" model_version: -1 input_map {{ key: "INPUT0" value: "INPUT" }}
+     output_map {{ key: "OUTPUT0" value: "hidden" }} }},
+  {{ model_name: "post" model_version: -1 input_map {{ key: "INPUT0" value: "hidden" }}
+     output_map {{ key: "OUTPUT0" value: "OUTPUT" }} }}
+] }}
+"""
+
+PIPE_BLS_CONFIG = """name: "{name}"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 256 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 256 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "bls_composing_models" value: { string_value: "pre,post" } }
+"""
+
+# pre, then post, each called with the request's whole batch.
+PIPE_BLS = '''
+import triton_python_backend_utils as pb_utils
+
+
+def call(model, array):
+    request = pb_utils.InferenceRequest(model_name=model, inputs=[pb_utils.Tensor("INPUT0", array)],
+                                        requested_output_names=["OUTPUT0"])
+    response = request.exec()
+    if response.has_error():
+        raise pb_utils.TritonModelException(response.error().message())
+    return pb_utils.get_output_tensor_by_name(response, "OUTPUT0").as_numpy()
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            hidden = call("pre", pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy())
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", call("post", hidden))]))
+        return responses
+'''
+
+
+def pipeline_repository(repo: Path) -> Path:
+    """Two steps, ``pre`` and ``post`` (the 256-1024-1024-256 MLP, max_batch_size 8, one CPU
+    instance, no dynamic batcher), an ensemble ``pipe`` (max_batch_size 8) running pre then post,
+    and ``bls``, a Python model that calls pre then post through BLS (its config names them)."""
+    for name in ("pre", "post"):
+        mlp_model(repo, name)
+        config = repo / name / "config.pbtxt"
+        config.write_text(config.read_text().replace("max_batch_size: 32", "max_batch_size: 8"))
+    (repo / "pipe" / "1").mkdir(parents=True)
+    (repo / "pipe" / "config.pbtxt").write_text(PIPE_ENSEMBLE.format(name="pipe"))
+    (repo / "bls" / "1").mkdir(parents=True)
+    (repo / "bls" / "1" / "model.py").write_text(PIPE_BLS)
+    (repo / "bls" / "config.pbtxt").write_text(PIPE_BLS_CONFIG.replace("{name}", "bls"))
+    return repo

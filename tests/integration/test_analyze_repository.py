@@ -1,5 +1,5 @@
 """tritonctl analyze on a whole repository: every model in name order under one time budget, the
-ensemble listed with its reason, one repository report whose numbers are the per-model files', and
+ensemble tuned as a pipeline (its step within it), one repository report whose numbers are the per-model files', and
 --resume after a SIGKILL measuring only what is missing. Real servers, real load, tiny models."""
 
 from __future__ import annotations
@@ -53,20 +53,25 @@ def test_every_model_tuned_in_order_and_summed_up_from_its_own_files(repo, tmp_p
     assert [o.model for o in run.outcomes] == ["alpha", "beta", "pipeline"]
     document = json.loads((out / "repository.json").read_text())
     entries = {e["model"]: e for e in document["models"]}
-    assert "ensemble" in entries["pipeline"]["skipped"]
-    for model in ("alpha", "beta"):
+    # The ensemble is tuned as a pipeline; its step alpha within it, not on its own as well.
+    assert "tuned together with the other steps of pipeline 'pipeline'" in entries["alpha"]["skipped"]
+    for model in ("beta", "pipeline"):
         summary = json.loads((out / model / "summary.json").read_text())
         entry = entries[model]
         assert entry["chosen"]["config_id"] == summary["best_config_id"]
         assert entry["chosen"]["throughput"] == round(summary["best"]["throughput"], 2)
         assert entry["default"]["config_id"] == summary["default_config_id"]
-        assert entry["config_written"] and (out / model / "config.pbtxt").is_file()
+        assert entry["config_written"]
         assert 0 < entry["budget_s"] <= 120
+    assert (out / "beta" / "config.pbtxt").is_file()
+    assert (out / "pipeline" / "alpha" / "config.pbtxt").is_file()
+    assert json.loads((out / "pipeline" / "summary.json").read_text())["pipeline"]["steps"] == ["alpha"]
     # The first model's unused time went to the second.
-    assert entries["beta"]["budget_s"] > entries["alpha"]["budget_s"]
+    assert entries["pipeline"]["budget_s"] > entries["beta"]["budget_s"]
     report = (out / "repository.md").read_text()
-    assert "| alpha |" in report and "skipped: model 'pipeline' is an ensemble" in report
-    assert "[alpha/report.html](alpha/report.html)" in report
+    assert "| beta |" in report and "| pipeline |" in report
+    assert "| alpha | skipped: tuned together with the other steps of pipeline 'pipeline'" in report
+    assert "[pipeline/report.html](pipeline/report.html)" in report
 
 
 def test_the_time_budget_stops_the_search_and_still_chooses(repo, tmp_path):

@@ -23,6 +23,7 @@ from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point, choose_best, summarize
 from tritonctl.analyzer.output import apply_config, write_best_config, write_html, write_summary
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
+from tritonctl.analyzer.pipeline_space import pipeline_kind
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
@@ -64,6 +65,7 @@ class AnalyzeOptions:
     resume: bool = False
     overwrite: bool = False
     apply: bool = False
+    composing_models: tuple[str, ...] = ()  # the models a BLS Python model calls (or a subset of an ensemble's steps)
 
 
 class Reporter:
@@ -101,6 +103,10 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     check_options(PerfOptions(options.model, protocol=options.protocol, input_data=options.input_data,
                               measurement_interval_ms=options.measurement_interval_ms,
                               stability_percentage=options.stability_percentage, max_trials=options.max_trials))
+    if pipeline_kind(options.repository, options.model, options.composing_models):
+        from tritonctl.analyzer.pipeline import run_pipeline
+
+        return run_pipeline(options, reporter)
     started, clock = datetime.now(timezone.utc), time.monotonic()
     time_budget = TimeBudget(clock + options.time_budget_s, options.time_budget_s) if options.time_budget_s else None
     repository = options.repository.resolve()

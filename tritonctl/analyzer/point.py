@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from tritonctl.analyzer.pipeline_space import knobs_from_record
 from tritonctl.analyzer.search import Candidate, Knobs
 
 NAN = float("nan")
@@ -43,6 +44,8 @@ class Point:
     # sends per second) or "request_intervals" (a replayed trace; ``request_rate`` is its mean rate).
     load: str = "concurrency"
     request_rate: float = 0.0
+    # A pipeline's point: per step, its server-side time per pipeline request and its share of the latency.
+    steps: dict | None = None
 
     @property
     def level(self) -> float:
@@ -100,12 +103,14 @@ class Point:
         """A JSON-ready dict (NaN as null) for the checkpoint."""
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "knobs"}
         record["knobs"] = asdict(self.knobs)
+        if self.steps is None:
+            del record["steps"]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
 
     @classmethod
     def from_record(cls, record: dict) -> "Point":
         values = dict(record)
-        values["knobs"] = Knobs(**values["knobs"])
+        values["knobs"] = knobs_from_record(values["knobs"])
         for f in fields(cls):
             if f.type == "float" and f.name in values and values[f.name] is None:
                 values[f.name] = NAN

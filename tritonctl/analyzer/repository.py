@@ -1,8 +1,11 @@
 """``tritonctl analyze REPO`` without ``--model``: every model of the repository (or ``--models``),
 one after the other in name order, each into ``OUTPUT/<model>/`` as a one-model run writes it,
 under one time budget shared fairly: each model gets the time left divided by the models left, so
-time a model does not use goes to the next ones. Models analyze cannot tune (ensembles, sequence
-and decoupled models, configs that do not load) are listed with the reason. ``repository.json`` and
+time a model does not use goes to the next ones. An ensemble, or a Python model whose config names
+the models it calls (``bls_composing_models``), is tuned as a pipeline: its steps together, at its
+endpoint; those steps are not tuned on their own as well (they are listed with the pipeline that
+tunes them). Models analyze cannot tune (sequence and decoupled models, configs that do not
+load) are listed with the reason. ``repository.json`` and
 ``repository.md`` sum the run up: per model, the chosen config against the default.
 
 Each model's run keeps its own checkpoint, so ``--resume`` after Ctrl-C, a crash or a reboot
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonctl.analyzer.analyze import AnalyzeOptions, AnalyzeResult, Reporter, run_analyze
+from tritonctl.analyzer.pipeline_space import pipeline_kind, step_names
 from tritonctl.analyzer.search import AnalyzeError, load_model_config
 from tritonctl.perf.options import PerfError
 from tritonctl.repo_schema.repository import model_dirs
@@ -56,7 +60,8 @@ class ModelOutcome:
                 "configs_measured": result.meta["candidates_measured"],
                 "configs_total": result.meta["candidates_total"], "out_of_time": result.meta.get("out_of_time"),
                 "interrupted": result.interrupted,
-                "config_written": (result.output_dir / "config.pbtxt").is_file()}
+                "config_written": (result.output_dir / "config.pbtxt").is_file()
+                or bool((result.meta.get("pipeline") or {}).get("config_files"))}
 
 
 @dataclass
@@ -107,12 +112,21 @@ def run_repository(options: AnalyzeOptions, models: list[str], reporter: Reposit
     clock = time.monotonic()
     deadline = clock + options.time_budget_s if options.time_budget_s else None
     tunable: list[str] = []
+    within: dict[str, list[str]] = {}  # a composing model -> the pipelines of this run that tune it
     for model in models:
         try:
-            load_model_config(repository, model)
+            if pipeline_kind(repository, model):
+                for step in step_names(repository, model):
+                    within.setdefault(step, []).append(model)
+            else:
+                load_model_config(repository, model)
             tunable.append(model)
         except AnalyzeError as exc:
             run.outcomes.append(ModelOutcome(model, skipped=str(exc)))
+    for model in [m for m in tunable if m in within]:
+        tunable.remove(model)
+        places = ", ".join(f"'{p}' (its config: {p}/{model}/config.pbtxt)" for p in within[model])
+        run.outcomes.append(ModelOutcome(model, skipped=f"tuned together with the other steps of pipeline {places}"))
     try:
         for index, model in enumerate(tunable):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -199,6 +199,20 @@ def default_instance_counts(kind: str) -> tuple[int, ...]:
 
 def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
     """The model directory and its effective config; refuses what analyze cannot tune."""
+    model_dir, config = read_model_config(repository, model)
+    if config.platform == "ensemble":
+        raise AnalyzeError(f"model '{model}' is an ensemble: analyze tunes it as a pipeline (--model {model}), "
+                           "not as a step of another pipeline")
+    if config.HasField("sequence_batching"):
+        raise AnalyzeError(f"model '{model}' uses the sequence batcher; analyze tunes dynamic batching and "
+                           "instances of stateless models only")
+    if config.model_transaction_policy.decoupled:
+        raise AnalyzeError(f"model '{model}' is decoupled; analyze measures request/response models only")
+    return model_dir, config
+
+
+def read_model_config(repository: Path, model: str) -> tuple[Path, Any]:
+    """The model directory and its effective config, which must load as it is."""
     if not repository.is_dir():
         raise AnalyzeError(f"{repository} is not a directory (give the model repository)")
     model_dir = repository / model
@@ -212,13 +226,6 @@ def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
         first = f"{errors[0].code} {errors[0].message}" if errors else "the config does not parse"
         raise AnalyzeError(f"model '{model}' does not load as configured ({first}); "
                            f"run `tritonctl validate {model_dir}` and fix it first")
-    if config.platform == "ensemble":
-        raise AnalyzeError(f"model '{model}' is an ensemble: analyze its composing models one at a time")
-    if config.HasField("sequence_batching"):
-        raise AnalyzeError(f"model '{model}' uses the sequence batcher; analyze tunes dynamic batching and "
-                           "instances of stateless models only")
-    if config.model_transaction_policy.decoupled:
-        raise AnalyzeError(f"model '{model}' is decoupled; analyze measures request/response models only")
     return model_dir, config
 
 

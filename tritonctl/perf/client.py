@@ -73,21 +73,7 @@ class PerfClient:
                 stats = await self._client.get_inference_statistics(model, version)
         except Exception:
             return None
-        total = ServerStats()
-        for entry in stats.get("model_stats", []):
-            infer = entry.get("inference_stats", {})
-
-            def part(key: str, field: str = "ns") -> int:
-                return int(infer.get(key, {}).get(field, 0) or 0)
-
-            total = total + ServerStats(
-                success_count=part("success", "count"), success_ns=part("success"), queue_ns=part("queue"),
-                compute_input_ns=part("compute_input"), compute_infer_ns=part("compute_infer"),
-                compute_output_ns=part("compute_output"),
-                inference_count=int(entry.get("inference_count", 0) or 0),
-                execution_count=int(entry.get("execution_count", 0) or 0),
-            )
-        return total
+        return stats_from_json(stats)
 
     def make_inputs(self, arrays: dict[str, Any], datatypes: dict[str, str]) -> list[Any]:
         """tritonclient InferInput objects for one request, filled from numpy arrays."""
@@ -128,3 +114,22 @@ def _strip_scheme(url: str) -> str:
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def stats_from_json(stats: dict) -> ServerStats:
+    """The statistics extension's JSON (``/v2/models/NAME/stats``) summed over the model's versions."""
+    total = ServerStats()
+    for entry in stats.get("model_stats", []):
+        infer = entry.get("inference_stats", {})
+
+        def part(key: str, field: str = "ns") -> int:
+            return int(infer.get(key, {}).get(field, 0) or 0)
+
+        total = total + ServerStats(
+            success_count=part("success", "count"), success_ns=part("success"), queue_ns=part("queue"),
+            compute_input_ns=part("compute_input"), compute_infer_ns=part("compute_infer"),
+            compute_output_ns=part("compute_output"),
+            inference_count=int(entry.get("inference_count", 0) or 0),
+            execution_count=int(entry.get("execution_count", 0) or 0),
+        )
+    return total
