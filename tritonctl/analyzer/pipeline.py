@@ -248,7 +248,8 @@ def pipeline_frame(points: list[Point], options: AnalyzeOptions, pipeline: Pipel
     frame = points_frame(points, options.objective, options.constraints)
     ok = [p for p in points if p.ok]
     for column in STEP_KNOBS:
-        frame[column] = math.nan
+        if column != "dynamic_batching":
+            frame[column] = math.nan
     for name in pipeline.names:
         for knob in STEP_KNOBS:
             frame[f"{name}.{knob}"] = [getattr(p.knobs.step(name), knob) for p in ok]

@@ -93,18 +93,15 @@ def analyze(
                                                                       "0 = none (default: the model's)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Concurrency sweep: START:END (powers of two) or "
                                                                 "a list (default 1:256)."),
-<<<<<<< HEAD
     request_rate: str = typer.Option(None, "--request-rate", help="Request-rate sweep instead (per second): a list "
                                                                   "or START:END:STEP."),
     request_intervals: Path = typer.Option(None, "--request-intervals", metavar="FILE",
                                            help="Replay this trace instead: one interval between sends in µs per "
                                                 "line (perf_analyzer's format)."),
-=======
     composing_models: str = typer.Option(None, "--composing-models",
                                          help="For a Python model that calls others through BLS: the models it "
                                               "calls (comma-separated), tuned together at its endpoint. An "
                                               "ensemble's steps are found in its config."),
->>>>>>> 99a52d0 (analyze: ensembles and BLS models tuned as pipelines, their steps searched together at the pipeline's endpoint)
     budget: int = typer.Option(None, "--budget", help="smart: the most configs to measure (default a quarter "
                                                       "of the candidates, at least enough for every knob's "
                                                       "line)."),
@@ -152,16 +149,13 @@ def analyze(
             raise AnalyzeError("--budget must be at least 1")
         if model and models:
             raise AnalyzeError("give --model for one model or --models for several, not both")
-<<<<<<< HEAD
         loads = [flag for flag, value in (("--concurrency", concurrency), ("--request-rate", request_rate),
                                           ("--request-intervals", request_intervals)) if value]
         if len(loads) > 1:
             raise AnalyzeError(f"give one kind of load: {' or '.join(loads)}, not "
                                + ("both" if len(loads) == 2 else "all three"))
-=======
         if composing_models and not model:
             raise AnalyzeError("--composing-models names the models that --model calls: give --model too")
->>>>>>> 99a52d0 (analyze: ensembles and BLS models tuned as pipelines, their steps searched together at the pipeline's endpoint)
         names = [n.strip() for n in (models or "").split(",") if n.strip()]
         whole = model is None
         if whole:
