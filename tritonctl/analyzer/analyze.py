@@ -1,7 +1,8 @@
 """``run_analyze``: measure candidate configs of one model, choose the best, write the outputs.
 
 The flow: effective config -> candidates -> engine -> strategy (each candidate: apply it through
-the load API, sweep the load (concurrency, request rate or a replayed trace) with ``run_perf``, checkpoint every point) -> choose the best ->
+the load API, sweep the load (concurrency, request rate or a replayed trace) with ``run_perf``,
+checkpoint every point) -> choose the best ->
 output directory. Ctrl-C ends the search where it is; what was measured is kept and written.
 """
 
@@ -165,9 +166,9 @@ def _settings(options: AnalyzeOptions, engine: Engine) -> dict:
             "client_batch_size": 1}
     space = options.space
     if space.load_kind == "request_intervals":  # rates and concurrencies are told apart by the points' keys
-        settings["request_intervals"] = {"count": len(space.request_intervals_us),
-                                         "total_us": sum(space.request_intervals_us),
-                                         "sha256": hashlib.sha256(repr(space.request_intervals_us).encode()).hexdigest()}
+        trace = space.request_intervals_us
+        settings["request_intervals"] = {"count": len(trace), "total_us": sum(trace),
+                                         "sha256": hashlib.sha256(repr(trace).encode()).hexdigest()}
     if space.load_kind == "request_rate":
         settings["load"] = "request_rate"
     return settings

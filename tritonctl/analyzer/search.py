@@ -3,9 +3,10 @@
 A candidate is the model's effective config (what the server runs it with) with these knobs
 changed: ``max_batch_size``, one ``preferred_batch_size``, ``max_queue_delay_microseconds``, one
 instance group's ``count`` and ``kind``, and the dynamic batcher's ``default_queue_policy``
-(``max_queue_size``, and ``default_timeout_microseconds`` with ``timeout_action: REJECT``). Candidates that mean the same thing to the batcher
-are made once (a batch of 1 never waits, so every queue delay of ``max_batch_size: 1`` is the
-same config), and a candidate the validator rejects is dropped with the reason.
+(``max_queue_size``, and ``default_timeout_microseconds`` with ``timeout_action: REJECT``).
+Candidates that mean the same thing to the batcher are made once (a batch of 1 never waits, so
+every queue delay of ``max_batch_size: 1`` is the same config), and a candidate the validator
+rejects is dropped with the reason.
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ class SearchSpace:
         return {"max_batch_size": list(self.batch_sizes or ()), "max_queue_delay_us": list(self.queue_delays_us or ()),
                 "instance_count": list(self.instance_counts or ()), "instance_kind": list(self.instance_kinds or ()),
                 "preferred_batch_size": preferred, "concurrency": list(self.concurrency or ()),
-                "max_queue_size": list(self.max_queue_sizes or ()), "queue_timeout_us": list(self.queue_timeouts_us or ()),
+                "max_queue_size": list(self.max_queue_sizes or ()),
+                "queue_timeout_us": list(self.queue_timeouts_us or ()),
                 "load": self.describe_load()}
 
     def describe_load(self) -> dict[str, Any]:

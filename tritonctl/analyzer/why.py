@@ -136,7 +136,8 @@ def _runner_up(results: list[ConfigResult], best: ConfigResult, winner: Point, f
              "sweep": {"runner_up": _numbers(point, objective, constraints),
                        **_versus(point, winner, objective)},
              "knobs_that_differ": {f.name: [_plain(getattr(best.knobs, f.name)), _plain(getattr(other.knobs, f.name))]
-                                   for f in fields(Knobs) if getattr(best.knobs, f.name) != getattr(other.knobs, f.name)},
+                                   for f in fields(Knobs)
+                                   if getattr(best.knobs, f.name) != getattr(other.knobs, f.name)},
              "resources": {"winner": _resources(best.knobs), "runner_up": _resources(other.knobs)}}
     if source == "final round":
         rows = {f["config_id"]: f for f in final.get("finalists") or ()}
