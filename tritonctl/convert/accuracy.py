@@ -39,6 +39,7 @@ class OutputCheck:
     mismatched: int  # elements outside both tolerances
     total: int
     problem: str = ""  # NaN/Inf, shape or count mismatch
+    source_not_finite: bool = False  # the source itself gave NaN/Inf: its inputs, not the build, are at fault
 
     @property
     def passed(self) -> bool:
@@ -103,7 +104,8 @@ def compare_output(name: str, reference, result, atol: float, rtol: float) -> Ou
     for role, array in (("source", reference), ("result", result)):
         if not _finite(array):
             bad = int(np.size(array) - np.isfinite(array).sum())
-            return OutputCheck(name, float("nan"), float("nan"), bad, total, f"{bad} NaN/Inf value(s) in the {role}")
+            return OutputCheck(name, float("nan"), float("nan"), bad, total, f"{bad} NaN/Inf value(s) in the {role}",
+                               source_not_finite=role == "source")
     if reference.shape != result.shape:
         return OutputCheck(name, float("nan"), float("nan"), total, total,
                            f"shape {list(result.shape)} differs from the source's {list(reference.shape)}")
@@ -138,7 +140,8 @@ def check_accuracy(names: Sequence[str], source: Runner, result: Runner, batches
                 continue
             merged[check.name] = OutputCheck(check.name, max(old.max_abs, check.max_abs),
                                              max(old.max_rel, check.max_rel), old.mismatched + check.mismatched,
-                                             old.total + check.total, old.problem or check.problem)
+                                             old.total + check.total, old.problem or check.problem,
+                                             old.source_not_finite or check.source_not_finite)
     report.outputs = [merged[name] for name in names if name in merged]
     return report
 

@@ -180,11 +180,16 @@ def _manifest_info(options: BuildOptions, source: "_Source", key: str, key_optio
 def _report_accuracy(report: accuracy.AccuracyReport, reporter: Reporter) -> None:
     reporter.accuracy(report)
     if not report.passed:
-        failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})"
-                           for o in report.failures())
+        failures = report.failures()
+        failed = ", ".join(f"'{o.name}' ({o.problem or f'{o.mismatched} element(s) off'})" for o in failures)
+        if any(o.source_not_finite for o in failures):
+            advice = (f"The source model itself gives NaN/Inf on the check's inputs ({report.inputs}), which "
+                      "happens when they fall outside its domain (a square root or logarithm of negative "
+                      "values): pass --calibration-data with an .npz of real inputs, or build with --no-check")
+        else:
+            advice = "Loosen --atol/--rtol if the differences are expected, or build with --no-check to skip the check"
         raise BuildError(f"accuracy check failed for output(s) {failed} with atol {report.atol:g}, "
-                         f"rtol {report.rtol:g}; nothing was written. Loosen --atol/--rtol if the "
-                         "differences are expected, or build with --no-check to skip the check")
+                         f"rtol {report.rtol:g}; nothing was written. {advice}")
 
 
 def _build_torchscript(options: BuildOptions, source: "_Source", reporter: Reporter, timer: "_Timer", key: str,
