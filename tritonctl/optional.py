@@ -8,8 +8,8 @@ turns any other ``ModuleNotFoundError`` for a module listed here into the same m
 
 ``pip install tritonctl`` gives every command on CPU (validate, generate, build from ONNX,
 serve, perf, analyze); the extras add PyTorch sources (``torch``), TensorRT plans
-(``tensorrt``), onnxruntime's CUDA provider with CUDA shared memory (``gpu``), and the checks of
-KServe manifests against KServe's schema (``export``).
+(``tensorrt``), onnxruntime's CUDA provider with CUDA shared memory (``gpu``), the checks of
+KServe manifests against KServe's schema (``export``), and ``analyze --ray`` (``ray``).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ PROVIDERS: dict[str, Provider] = {
     "yaml": Provider("pyyaml", "export"),
     "kserve": Provider("kserve", "export"),
     "kubernetes": Provider("kubernetes", "export"),
+    "ray": Provider("ray", "ray"),
 }
 # onnxruntime's CUDA build: the same `onnxruntime` module as the base install's CPU build.
 ONNXRUNTIME_GPU = Provider("onnxruntime-gpu", "gpu")

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from tritonctl import __version__
 from tritonctl.analyzer.checkpoint import Checkpoint
@@ -32,7 +32,6 @@ from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, Se
 from tritonctl.analyzer.strategy import Search, TimeBudget, knob_values, run_exhaustive, run_smart, smart_budget
 from tritonctl.analyzer.sweep import SweepRule, sweep
 from tritonctl.analyzer.why import explain
-from tritonctl.perf.run import run_perf
 
 if TYPE_CHECKING:
     import pandas
@@ -67,6 +66,8 @@ class AnalyzeOptions:
     overwrite: bool = False
     apply: bool = False
     composing_models: tuple[str, ...] = ()  # the models a BLS Python model calls (or a subset of an ensemble's steps)
+    # Builds the engine in place of make_engine, with its arguments (analyzer.ray_cluster: a server on a Ray node).
+    engine_maker: Callable[..., Engine] | None = None
 
 
 class Reporter:
@@ -117,7 +118,7 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     for dropped in candidates.dropped:
         reporter.note(f"skipped {dropped}")
     output_dir = options.output_dir
-    engine = make_engine(options.engine, repository, options.protocol, output_dir / "server.log", options.url,
+    engine = (options.engine_maker or make_engine)(options.engine, repository, options.protocol, output_dir / "server.log", options.url,
                          options.tritonserver, options.triton_args)
     checkpoint = Checkpoint.open(output_dir, _settings(options, engine), options.resume, options.overwrite)
     if checkpoint.dropped_line:
@@ -246,12 +247,13 @@ class _Runner:
     def _point(self, candidate: Candidate, level: float, stage: str, repeat: int = 0) -> Point:
         if CTRL_C.is_set():  # pressed, but swallowed on its way up (inside a client library)
             raise KeyboardInterrupt
-        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, level, repeat)
+        recorded = self.checkpoint.lookup(candidate.config_id, candidate.config_hash, level, repeat,
+                                          self.engine.hardware["id"])
         if recorded is not None:
             self.reused += 1
             self.reporter.point(recorded, True)
             return recorded
-        point = self._measure(candidate, level, stage, repeat)
+        point = replace(self._measure(candidate, level, stage, repeat), hardware=self.engine.hardware["id"])
         with _ctrl_c_deferred():  # the checkpoint file and the final tables keep the same points
             self.checkpoint.record(point)
             self.measured += 1
@@ -280,7 +282,7 @@ class _Runner:
                            request_timeout_s=options.request_timeout_s, **_load_options(options.space, level))
         started = time.monotonic()
         try:
-            result = run_perf(perf)
+            result = self.engine.measure(perf)
         except PerfError as exc:
             if not self.any_ok:  # nothing has worked yet: a setup problem, not this config's
                 raise
@@ -331,7 +333,8 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         "model": options.model, "strategy": options.strategy, "objective": options.objective.describe(),
         "constraints": options.constraints.as_dict(), "best_config_id": best.config_id if best else None,
         "default_config_id": candidates.default.config_id, "best_config_pbtxt": "",
-        "decisions": list(search.decisions), "engine": runner.engine.describe(), "started": started.isoformat(),
+        "decisions": list(search.decisions), "engine": runner.engine.describe(), "hardware": runner.engine.hardware,
+        "started": started.isoformat(),
         "finished": datetime.now(timezone.utc).isoformat(), "wall_s": round(wall_s, 2),
         "candidates_total": len(candidates.all), "candidates_measured": len(results),
         "tritonctl_version": __version__, "interrupted": interrupted,

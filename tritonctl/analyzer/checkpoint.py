@@ -4,7 +4,9 @@ Every point is written, flushed and fsync'd as soon as it is measured, so a kill
 most the measurement in progress. ``--resume`` reads the points back; the strategy then replays
 its decisions on them and measures only what is missing. A point is reused only for the same
 config (by a hash of its full config JSON) measured with the same settings; re-measurements of a
-point (the search's tie-breaks and final round) are told apart by their ``repeat`` number.
+point (the search's tie-breaks and final round) are told apart by their ``repeat`` number, and
+points measured on other hardware (another fingerprint, ``analyzer.hardware``) are never reused:
+they stay in the file, and a run on that hardware finds them again.
 """
 
 from __future__ import annotations
@@ -68,8 +70,12 @@ class Checkpoint:
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def lookup(self, config_id: str, config_hash: str, concurrency: int, repeat: int = 0) -> Point | None:
-        return self._index.get((config_id, config_hash, concurrency, repeat))
+    def lookup(self, config_id: str, config_hash: str, level: float, repeat: int = 0,
+               hardware: str = "") -> Point | None:
+        """The point recorded on ``hardware``; a point from a file written before fingerprints were
+        recorded was measured on the machine that wrote it, which is taken to be this one."""
+        found = self._index.get((config_id, config_hash, level, repeat, hardware))
+        return found or self._index.get((config_id, config_hash, level, repeat, ""))
 
     def record(self, point: Point) -> None:
         self._write({"kind": "point", **point.to_record()})

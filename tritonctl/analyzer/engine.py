@@ -19,7 +19,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonctl.analyzer.hardware import fingerprint, fingerprint_id
 from tritonctl.analyzer.search import AnalyzeError, Candidate
+from tritonctl.perf.options import PerfOptions
+from tritonctl.perf.run import PerfResult, run_perf
 
 ENGINES = ("subprocess", "inprocess", "url", "triton")
 START_TIMEOUT_S = 180.0
@@ -56,6 +59,15 @@ class Engine:
     def apply(self, model: str, candidate: Candidate) -> None:
         """Load (or reload) ``model`` with the candidate's config; raises LoadFailed with the reason."""
         self._load(model, candidate.config_json)
+
+    def measure(self, perf: PerfOptions) -> PerfResult:
+        """Run the load ``perf`` describes against this server (its ``url`` is the server's)."""
+        return run_perf(perf)
+
+    @property
+    def hardware(self) -> dict:
+        """The fingerprint of the machine the measurements are made on (``analyzer.hardware``)."""
+        return fingerprint()
 
     def _load(self, model: str, config_json: str | None) -> None:
         """The repository extension's load: HTTP with urllib (no gevent loop for Ctrl-C to land in),
@@ -300,6 +312,13 @@ class UrlEngine(Engine):
 
     def describe(self) -> str:
         return f"server at {self.url}"
+
+    @property
+    def hardware(self) -> dict:
+        """The server's machine is not known from here: this machine's fingerprint and the server's
+        address, so that measurements of different servers are never compared."""
+        values = {**fingerprint(), "server": self.url}
+        return {**values, "id": fingerprint_id(values)}
 
 
 def make_engine(kind: str, repository: Path, protocol: str, log_path: Path, url: str | None = None,

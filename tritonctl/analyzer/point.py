@@ -46,6 +46,7 @@ class Point:
     request_rate: float = 0.0
     # A pipeline's point: per step, its server-side time per pipeline request and its share of the latency.
     steps: dict | None = None
+    hardware: str = ""  # the fingerprint id of the machine that measured it (analyzer.hardware); "" before them
 
     @property
     def level(self) -> float:
@@ -53,9 +54,9 @@ class Point:
         return self.concurrency if self.load == "concurrency" else self.request_rate
 
     @property
-    def key(self) -> tuple[str, str, float, int]:
-        """What identifies a measurement in the checkpoint."""
-        return self.config_id, self.config_hash, self.level, self.repeat
+    def key(self) -> tuple[str, str, float, int, str]:
+        """What identifies a measurement in the checkpoint: the same point on other hardware is another one."""
+        return self.config_id, self.config_hash, self.level, self.repeat, self.hardware
 
     @property
     def ok(self) -> bool:

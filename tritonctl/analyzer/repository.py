@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tritonctl.analyzer.analyze import AnalyzeOptions, AnalyzeResult, Reporter, run_analyze
 from tritonctl.analyzer.pipeline_space import pipeline_kind, step_names
+from tritonctl.analyzer.hardware import describe
 from tritonctl.analyzer.search import AnalyzeError, load_model_config
 from tritonctl.perf.options import PerfError
 from tritonctl.repo_schema.repository import model_dirs
@@ -59,7 +60,7 @@ class ModelOutcome:
                 "margin": (result.meta.get("final_round") or {}).get("verdict"),
                 "configs_measured": result.meta["candidates_measured"],
                 "configs_total": result.meta["candidates_total"], "out_of_time": result.meta.get("out_of_time"),
-                "interrupted": result.interrupted,
+                "interrupted": result.interrupted, "hardware": (result.meta.get("hardware") or {}).get("id"),
                 "config_written": (result.output_dir / "config.pbtxt").is_file()
                 or bool((result.meta.get("pipeline") or {}).get("config_files"))}
 
@@ -157,8 +158,11 @@ def run_repository(options: AnalyzeOptions, models: list[str], reporter: Reposit
 
 def write_repository_report(run: RepositoryResult, repository: Path) -> list[Path]:
     entries = [o.as_dict() for o in run.outcomes]
+    hardware = {o.result.meta["hardware"]["id"]: describe(o.result.meta["hardware"]) for o in run.outcomes
+                if o.result is not None and o.result.meta.get("hardware")}
     document = {"repository": str(repository), "time_budget_s": _round(run.time_budget_s),
-                "wall_s": round(run.wall_s, 1), "interrupted": run.interrupted, "models": entries}
+                "wall_s": round(run.wall_s, 1), "interrupted": run.interrupted, "models": entries,
+                "hardware": hardware}
     summary = run.output_dir / "repository.json"
     summary.write_text(json.dumps(document, indent=2) + "\n")
     report = run.output_dir / "repository.md"
@@ -191,6 +195,12 @@ def _markdown(document: dict) -> str:
             f"{entry['configs_measured']} of {entry['configs_total']}"
             f"{' (time budget)' if entry['out_of_time'] else ''} | {entry['wall_s']:.0f} | "
             f"[{entry['output_dir']}/report.html]({entry['output_dir']}/report.html) |")
+    hardware = document.get("hardware") or {}
+    if len(hardware) == 1:
+        lines += ["", f"Measured on {next(iter(hardware.values()))}."]
+    elif hardware:  # a --ray run over nodes of different hardware: each model's numbers hold for its own
+        lines += ["", "Measured on different hardware; each model's numbers hold for its own:", ""]
+        lines += [f"- {e['model']}: {hardware[e['hardware']]}" for e in document["models"] if e.get("hardware")]
     margins = [f"- {e['model']}: {e['margin']}" for e in document["models"] if e.get("margin")]
     if margins:
         lines += ["", "How sure each choice is (the final round, head to head):", "", *margins]

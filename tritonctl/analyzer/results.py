@@ -19,7 +19,7 @@ COLUMNS = (
 )
 EXTRA_COLUMNS = ("dynamic_batching", "stable", "request_count", "error_count", "measured_s", "config_hash", "repeat",
                  "throughput_spread", "p99_spread", "max_queue_size", "queue_timeout_us", "reject_rate", "load",
-                 "request_rate")
+                 "request_rate", "hardware")
 
 
 def points_frame(points: list[Point], objective: Objective, constraints: Constraints) -> "pandas.DataFrame":
@@ -43,7 +43,7 @@ def points_frame(points: list[Point], objective: Objective, constraints: Constra
             "error_count": p.error_count, "measured_s": p.measured_s, "config_hash": p.config_hash,
             "repeat": p.repeat, "throughput_spread": p.throughput_spread, "p99_spread": p.p99_spread,
             "max_queue_size": knobs.max_queue_size, "queue_timeout_us": knobs.queue_timeout_us,
-            "reject_rate": p.reject_rate, "load": p.load, "request_rate": p.request_rate,
+            "reject_rate": p.reject_rate, "load": p.load, "request_rate": p.request_rate, "hardware": p.hardware,
         })
     frame = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
     types = {"max_batch_size": "int64", "preferred_batch_size": "int64", "max_queue_delay_us": "int64",

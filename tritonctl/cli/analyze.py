@@ -49,6 +49,8 @@ HELP = (
   tritonctl analyze models -m mlp --request-intervals trace.txt --queue-timeouts 0,20000 --max-reject-rate 1%
 
   tritonctl analyze models --time-budget 2h          # every model of the repository, within two hours
+
+  tritonctl analyze models --ray head-node:6379      # the models spread over a Ray cluster's nodes
 """
 
 
@@ -124,6 +126,9 @@ def analyze(
     overwrite: bool = typer.Option(False, "--overwrite", help="Start again, discarding the measurements there."),
     apply: bool = typer.Option(False, "--apply", help="Write the best config into the model directory "
                                                       "(the old one is kept as config.pbtxt.orig)."),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                            help="Run on the nodes of this Ray cluster (HOST:PORT, or auto): one model per node at "
+                                 "a time, each with its own server there. Needs the ray extra."),
 ) -> None:
     from rich.console import Console
 
@@ -188,6 +193,10 @@ def analyze(
             input_data=input_data, resume=resume, overwrite=overwrite, apply=apply,
             composing_models=tuple(n.strip() for n in (composing_models or "").split(",") if n.strip()),
         )
+        if ray:
+            from tritonctl.cli.analyze_cluster import analyze_on_ray
+
+            return analyze_on_ray(options, names if whole else None, ray, err)
         if whole:
             with RepositoryProgress(err) as repository_reporter:
                 run = run_repository(options, names, repository_reporter)
