@@ -51,6 +51,8 @@ HELP = (
   tritonctl analyze models --time-budget 2h          # every model of the repository, within two hours
 
   tritonctl analyze models --ray head-node:6379      # the models spread over a Ray cluster's nodes
+
+  tritonctl analyze models --models a,b --concurrent # the best configs of a and b for sharing one server
 """
 
 
@@ -129,6 +131,10 @@ def analyze(
     ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
                             help="Run on the nodes of this Ray cluster (HOST:PORT, or auto): one model per node at "
                                  "a time, each with its own server there. Needs the ray extra."),
+    concurrent: bool = typer.Option(False, "--concurrent",
+                                    help="The models will share one server: after tuning each alone, measure "
+                                         "combinations of their best configs loaded together under load on all of "
+                                         "them, and choose the best combination."),
 ) -> None:
     from rich.console import Console
 
@@ -193,6 +199,16 @@ def analyze(
             input_data=input_data, resume=resume, overwrite=overwrite, apply=apply,
             composing_models=tuple(n.strip() for n in (composing_models or "").split(",") if n.strip()),
         )
+        if concurrent:
+            from tritonctl.cli.analyze_cluster import analyze_concurrent
+
+            if ray:
+                raise AnalyzeError("--concurrent measures the models together on one server, and --ray tunes them "
+                                   "on different nodes: run --concurrent without --ray")
+            if not whole:
+                raise AnalyzeError("--concurrent measures several models together: give --models a,b (or no "
+                                   "--model for every model of the repository)")
+            return analyze_concurrent(options, names, err)
         if ray:
             from tritonctl.cli.analyze_cluster import analyze_on_ray
 

@@ -1,4 +1,5 @@
-"""``tritonctl analyze --ray``: the run on a Ray cluster, its progress and its outputs."""
+"""``tritonctl analyze --ray`` and ``--concurrent``: runs over several models at once, their
+progress and their outputs."""
 
 from __future__ import annotations
 
@@ -69,3 +70,22 @@ def analyze_on_ray(options: AnalyzeOptions, models: list[str] | None, address: s
     print_repository(cluster.result, Console(), err)
     if cluster.result.interrupted:
         raise typer.Exit(130)
+
+
+def analyze_concurrent(options: AnalyzeOptions, models: list[str], err: Console) -> None:
+    """Tune ``models`` alone, then measure the combinations of their best configs on one server."""
+    from tritonctl.analyzer.concurrent import run_repository_concurrent
+    from tritonctl.cli.analyze_view import RepositoryProgress
+
+    with RepositoryProgress(err) as reporter:
+        run, combined = run_repository_concurrent(options, models, reporter)
+    print_repository(run, Console(), err)
+    if combined is None:
+        raise typer.Exit(130)
+    out = Console()
+    out.print((combined.output_dir / "concurrent.md").read_text(), soft_wrap=True, markup=False)
+    for note in combined.notes:
+        err.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    out.print("Outputs: " + ", ".join(str(path) for path in combined.files), soft_wrap=True)
+    if combined.chosen is None:
+        raise typer.Exit(1)

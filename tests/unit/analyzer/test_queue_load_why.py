@@ -120,7 +120,7 @@ def test_points_keep_their_load_through_the_checkpoint(tmp_path):
     record = rate.to_record()
     assert record["load"] == "request_rate" and record["knobs"]["queue_timeout_us"] == 500
     again = Point.from_record(record)
-    assert again == rate and again.key == ("a", "ha", 150.0, 0) and again.level == 150.0
+    assert again == rate and again.key == ("a", "ha", 150.0, 0, "") and again.level == 150.0
     legacy = {k: v for k, v in point("b", Knobs(8), 4, 10.0, 1.0, load="concurrency").to_record().items()
               if k not in ("load", "request_rate")}
     legacy["knobs"] = {k: v for k, v in legacy["knobs"].items() if k not in ("max_queue_size", "queue_timeout_us")}
@@ -129,7 +129,7 @@ def test_points_keep_their_load_through_the_checkpoint(tmp_path):
     path = tmp_path / "measurements.jsonl"
     import json
     path.write_text(json.dumps({"kind": "run", "settings": {}}) + "\n" + json.dumps({"kind": "point", **legacy}) + "\n")
-    assert read(path)[1][0].key == ("b", "hb", 4, 0)
+    assert read(path)[1][0].key == ("b", "hb", 4, 0, "")
 
 
 def test_only_one_knob_apart():
