@@ -91,6 +91,21 @@ def test_two_workers_write_the_files_a_local_run_writes(cluster, repo, tmp_path)
         assert column in (tmp_path / "ray" / "alpha" / "measurements.csv").read_text().splitlines()[0].split(",")
 
 
+@pytest.mark.slow
+def test_the_command_tunes_one_model_on_a_node(cluster, repo, tmp_path, capsys):
+    head, _workers = cluster
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "analyze", str(repo), "-m", "beta", "--ray", head.address, "-o", str(out),
+                            "--engine", "inprocess", "--strategy", "exhaustive", "-p", "150", "-s", "50", "-r", "4",
+                            "--batch-sizes", "1,8", "--queue-delays", "0", "--instance-counts", "1",
+                            "--concurrency", "1,2")
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert "bundled server in-process on Ray node" in summary["engine"]
+    assert (out / "config.pbtxt").is_file() and summary["hardware"]["id"] == fingerprint()["id"]
+    assert "Best configs" in stdout
+
+
 class LoseTheNode(RepositoryReporter):
     """Removes the worker node that tunes ``model`` once it has measured its first point."""
 

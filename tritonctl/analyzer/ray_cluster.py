@@ -84,9 +84,6 @@ class ServerHost:
     def measure(self, perf: PerfOptions) -> tuple[str, object]:
         return _answer(lambda: self.engine.measure(replace(perf, url=self.engine.url)))
 
-    def restore(self, model: str) -> tuple[str, object]:
-        return _answer(lambda: self.engine.restore(model))
-
     def stop(self) -> None:
         if self.engine is not None:
             self.engine.stop()
@@ -219,20 +216,28 @@ class RayEngine(Engine):
         self._errors = _actor_errors()
 
     def start(self) -> None:
+        """Start the server on the lease's node; a node lost meanwhile is replaced as in ``_call``."""
+        while True:
+            try:
+                return self._start_on(self.lease.node)
+            except self._errors as exc:
+                self._replace(exc)
+
+    def _start_on(self, node: Node) -> None:
         ray = self.pool.ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        node = self.lease.node
         actor = ray.remote(num_cpus=0, max_restarts=0)(ServerHost).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False))
         self._host = actor.remote(self.kind, str(self.repository), self.protocol, self.tritonserver,
                                   self.triton_args)
         model_dir = self.repository / self.model
-        manifest = _manifest(model_dir)
-        if not ray.get(self._host.has_model.remote(self.model, manifest)):
+        if not ray.get(self._host.has_model.remote(self.model, _manifest(model_dir))):
             ray.get(self._host.receive.remote(self.model, _archive(model_dir)))
         self._started = _raise(ray.get(self._host.start.remote()))
         self.url = self._started["url"]
+        if self._loaded is not None:  # a move: the config the lost node had
+            _raise(ray.get(self._host.apply.remote(self.model, self._loaded)))
 
     def _call(self, method: str, *args):
         """A call to the node's server; a lost node is replaced and the call made again there."""
@@ -240,9 +245,11 @@ class RayEngine(Engine):
             try:
                 return _raise(self.pool.ray.get(getattr(self._host, method).remote(*args)))
             except self._errors as exc:
-                self._move(exc)
+                self._replace(exc)
+                self.start()
 
-    def _move(self, exc: Exception) -> None:
+    def _replace(self, exc: Exception) -> None:
+        """The lease's node is lost: take another free node of the same hardware (waiting for one)."""
         lost = self.lease.node
         self.pool.lose(lost)
         node = self.pool.acquire(lost.hardware["id"])
@@ -251,9 +258,6 @@ class RayEngine(Engine):
             raise AnalyzeError(f"Ray node {lost.name} was lost ({_first_line(exc)}) and no other node of its "
                                f"hardware ({describe(lost.hardware)}) is left") from None
         self.lease.node = node
-        self.start()
-        if self._loaded is not None:
-            _raise(self.pool.ray.get(self._host.apply.remote(self.model, self._loaded)))
 
     def apply(self, model: str, candidate: Candidate) -> None:
         self._loaded = None
@@ -264,7 +268,7 @@ class RayEngine(Engine):
         return self._call("measure", perf)
 
     def restore(self, model: str) -> None:
-        self._call("restore", model)
+        """Nothing to restore: the server on the node is this run's own, and is stopped."""
 
     def stop(self) -> None:
         host, self._host = self._host, None
@@ -274,7 +278,10 @@ class RayEngine(Engine):
             self.pool.ray.get(host.stop.remote(), timeout=60)
         except Exception:  # noqa: BLE001 - the node is gone: its server went with it
             pass
-        self.pool.ray.kill(host)
+        try:
+            self.pool.ray.kill(host)
+        except Exception:  # noqa: BLE001 - already dead
+            pass
 
     def describe(self) -> str:
         inner = self._started.get("describe") or self.kind
