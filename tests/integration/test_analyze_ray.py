@@ -161,3 +161,28 @@ def test_ray_refuses_a_running_server(repo, tmp_path):
 
     with pytest.raises(AnalyzeError, match="--ray starts a server on each node; --url measures one running"):
         check_options(AnalyzeOptions(repository=repo, model="", output_dir=tmp_path, engine="url", url="x:1"))
+
+
+ENSEMBLE = """name: "pipeline"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "alpha" model_version: -1
+  input_map { key: "INPUT0" value: "IN0" } input_map { key: "INPUT1" value: "IN1" }
+  output_map { key: "OUTPUT0" value: "OUT" }
+} ] }
+"""
+
+
+def test_ray_tunes_single_models_and_says_so_for_a_pipeline(repo, tmp_path):
+    from tritonctl.analyzer.ray_cluster import run_model_on_ray
+
+    (repo / "pipeline" / "1").mkdir(parents=True)
+    (repo / "pipeline" / "config.pbtxt").write_text(ENSEMBLE)
+    with pytest.raises(AnalyzeError, match=r"model 'pipeline' is a pipeline \(ensemble\): --ray tunes single "
+                                           "models; tune it without --ray"):
+        run_model_on_ray(AnalyzeOptions(repository=repo, model="pipeline", output_dir=tmp_path / "out"),
+                         "127.0.0.1:1")
+    assert not (tmp_path / "out").exists()

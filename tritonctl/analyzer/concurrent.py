@@ -159,7 +159,12 @@ def run_repository_concurrent(options: AnalyzeOptions, models: list[str], report
 def run_concurrent(options: AnalyzeOptions, results: list[AnalyzeResult], deadline: float | None = None,
                    note=lambda text: None) -> ConcurrentResult:
     """Measure the combinations of the tuned ``results`` on one server; write ``OUTPUT/concurrent``."""
-    per_model = [c for c in (model_choices(r, options) for r in results if not r.interrupted) if c]
+    for result in results:
+        if result.meta.get("pipeline"):
+            note(f"{result.meta['model']} is a pipeline: it takes no part in the combinations (they combine "
+                 "single models' configs)")
+    per_model = [c for c in (model_choices(r, options) for r in results
+                             if not r.interrupted and not r.meta.get("pipeline")) if c]
     if len(per_model) < 2:
         raise AnalyzeError("--concurrent needs at least two models with a chosen config (a model whose search "
                            "was interrupted, or where no config met the constraints, cannot take part)")

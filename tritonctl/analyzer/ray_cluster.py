@@ -36,6 +36,7 @@ from tritonctl.analyzer import analyze as analyze_module
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.hardware import describe, fingerprint
+from tritonctl.analyzer.pipeline_space import pipeline_kind
 from tritonctl.analyzer.repository import ModelOutcome, RepositoryReporter, RepositoryResult, write_repository_report
 from tritonctl.analyzer.search import AnalyzeError, Candidate, load_model_config
 from tritonctl.optional import require
@@ -355,7 +356,7 @@ def run_on_ray(options: AnalyzeOptions, models: list[str], address: str,
     tunable: list[str] = []
     for model in models:
         try:
-            load_model_config(repository, model)
+            _check_single(repository, model, options.composing_models)
             tunable.append(model)
         except AnalyzeError as exc:
             run.outcomes.append(ModelOutcome(model, skipped=str(exc)))
@@ -424,6 +425,7 @@ def run_model_on_ray(options: AnalyzeOptions, address: str, reporter=None):
     """``--model M --ray ADDRESS``: one model tuned on one node of the cluster, written to
     ``options.output_dir`` as a one-machine run writes it; returns its ``AnalyzeResult``."""
     check_options(options)
+    _check_single(options.repository.resolve(), options.model, options.composing_models)
     pool = NodePool.discover(connect(address))
     node = pool.acquire()
     lease = Lease(node)
@@ -432,6 +434,16 @@ def run_model_on_ray(options: AnalyzeOptions, address: str, reporter=None):
                                    engine_maker=_maker(pool, lease, options.model)), reporter)
     finally:
         pool.release(lease.node)
+
+
+def _check_single(repository: Path, model: str, composing: tuple[str, ...] = ()) -> None:
+    """A model --ray can tune: one that loads, and not a pipeline (an ensemble or a BLS model, whose
+    steps' servers would have to move with it)."""
+    kind = pipeline_kind(repository, model, composing)
+    if kind:
+        raise AnalyzeError(f"model '{model}' is a pipeline ({kind}): --ray tunes single models; tune it without "
+                           "--ray (its steps are tuned one by one here)")
+    load_model_config(repository, model)
 
 
 def _maker(pool: NodePool, lease: Lease, model: str):
