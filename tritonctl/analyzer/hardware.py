@@ -97,6 +97,11 @@ def _gpus() -> list[str]:
                                 capture_output=True, text=True, timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    return parse_gpu_list(output)
+
+
+def parse_gpu_list(output: str) -> list[str]:
+    """``nvidia-smi --query-gpu=name,memory.total --format=csv,noheader`` -> ``NAME (MEMORY)`` each."""
     gpus = []
     for line in output.splitlines():
         name, _, memory = line.partition(",")

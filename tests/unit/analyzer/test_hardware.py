@@ -48,3 +48,14 @@ def test_a_point_recorded_before_fingerprints_counts_as_this_machines(tmp_path):
     checkpoint.close()
     resumed = Checkpoint.open(tmp_path, SETTINGS, resume=True, overwrite=False)
     assert resumed.lookup("a", "h", 4, 0, fingerprint()["id"]).throughput == 5.0
+
+
+def test_gpus_are_read_from_nvidia_smi_csv():
+    from tritonctl.analyzer.hardware import parse_gpu_list
+
+    output = "NVIDIA H100 80GB HBM3, 81559 MiB\nNVIDIA H100 80GB HBM3, 81559 MiB\n\n"
+    gpus = parse_gpu_list(output)
+    assert gpus == ["NVIDIA H100 80GB HBM3 (81559 MiB)"] * 2
+    assert "2 x NVIDIA H100 80GB HBM3 (81559 MiB)" in describe({"cpu": "x", "cores": 16, "memory_gib": 125,
+                                                                 "gpus": gpus})
+    assert parse_gpu_list("Tesla T4\n") == ["Tesla T4"] and parse_gpu_list("") == []
