@@ -44,6 +44,7 @@ PROVIDERS: dict[str, Provider] = {
     "httptools": Provider("httptools"),
     "orjson": Provider("orjson"),
     "uvloop": Provider("uvloop"),
+    "re2": Provider("google-re2"),
     "pandas": Provider("pandas"),
     "pyarrow": Provider("pyarrow"),
     "plotly": Provider("plotly"),

@@ -86,14 +86,16 @@ def test_input_validation_suite_passes(qa, serve_args):
         name: ("passed", "") for name in ran}
 
 
-def test_parameters_suite_passes_without_header_forwarding(qa, serve_args):
-    """L0_parameters' run without header forwarding: parameters of every type over HTTP, gRPC,
-    their asyncio clients, gRPC streams and an ensemble reach the Python model as Triton gives
-    them; the reserved 'triton_' prefix is refused."""
+def test_parameters_suite_passes(qa, serve_args):
+    """L0_parameters' run without header forwarding and its run with it: parameters of every type
+    over HTTP, gRPC, their asyncio clients, gRPC streams and an ensemble reach the Python model as
+    Triton gives them; the reserved 'triton_' prefix is refused; with
+    ``--http/grpc-header-forward-pattern my_header.*`` the headers my_header_1..3 reach the model
+    too (one of their values ending in a space), header_1 and header_2 do not."""
     suites, _ = qa
     parameters = suites.SUITES["L0_parameters"]
-    without_headers = dataclasses.replace(parameters, phases=parameters.phases[:1])
-    cases = _run(qa, without_headers, serve_args)
-    assert len(cases) == 8
+    assert [phase.label for phase in parameters.phases[:2]] == ["params", "headers"]
+    cases = _run(qa, dataclasses.replace(parameters, phases=parameters.phases[:2]), serve_args)
+    assert len(cases) == 16 and sum(name.startswith("[headers] ") for name in cases) == 8
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         name: ("passed", "") for name in cases}

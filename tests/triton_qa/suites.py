@@ -121,7 +121,9 @@ def build_parameters(suite_dir: Path, repository: Path) -> None:
     shutil.copy(python_model("identity_fp32") / "model.py", identity / "1" / "model.py")
 
 
-HEADER_PATTERN = ("--grpc-header-forward-pattern=my_header.*", "--http-header-forward-pattern=my_header.*")
+def header_pattern(pattern: str) -> tuple[str, ...]:
+    return (f"--grpc-header-forward-pattern={pattern}", f"--http-header-forward-pattern={pattern}")
+
 
 PARAMETERS = Suite(
     name="L0_parameters",
@@ -129,10 +131,16 @@ PARAMETERS = Suite(
     build=build_parameters,
     phases=(
         Phase("params", tritonctl_args=("--exit-timeout-secs", "120"), triton_args=("--exit-timeout-secs=120",)),
-        # tritonctl serve has no header forwarding option: it is started without one, so the
-        # headers the cases expect in the parameters are absent.
-        Phase("headers", env={"TEST_HEADER": "1"}, tritonctl_args=("--exit-timeout-secs", "120"),
-              triton_args=("--exit-timeout-secs=120", *HEADER_PATTERN)),
+        # test.sh's header run: the headers my_header_1..3 must reach the model's parameters,
+        # header_1 and header_2 must not.
+        Phase("headers", env={"TEST_HEADER": "1"},
+              tritonctl_args=("--exit-timeout-secs", "120", *header_pattern("my_header.*")),
+              triton_args=("--exit-timeout-secs=120", *header_pattern("my_header.*"))),
+        # The later test.sh's test_header_forward_pattern_case_insensitive run: the same cases
+        # with the pattern in upper case (the match is case-insensitive).
+        Phase("headers-upper-case-pattern", env={"TEST_HEADER": "1"},
+              tritonctl_args=("--exit-timeout-secs", "120", *header_pattern("MY_HEADER.*")),
+              triton_args=("--exit-timeout-secs=120", *header_pattern("MY_HEADER.*"))),
     ),
 )
 

@@ -90,6 +90,14 @@ def serve(
     grpc_transport: GrpcTransport = typer.Option(GrpcTransport.auto, "--grpc-transport",
                                                  help="native: gRPC's C++ transport (built at install where "
                                                       "libgrpc++ is found); aio: grpc.aio; auto: native when built."),
+    http_header_forward_pattern: str = typer.Option(
+        None, "--http-header-forward-pattern", metavar="REGEX",
+        help="HTTP request headers whose name matches become request parameters (strings) of the inference "
+             "request, as tritonserver's flag: RE2 syntax, matched case-insensitively anywhere in the name "
+             "('(?-i)' at its start: case-sensitive). Default: none are."),
+    grpc_header_forward_pattern: str = typer.Option(
+        None, "--grpc-header-forward-pattern", metavar="REGEX",
+        help="The same for gRPC metadata (lower-case names); a stream's metadata reaches each of its requests."),
     http_transport: HttpTransport = typer.Option(HttpTransport.auto, "--http-transport",
                                                  help="native: the C++ transport over libevent (built at install "
                                                       "where libevent is found); uvicorn; auto: native when built."),
@@ -114,6 +122,7 @@ def serve(
                                               "errors."),
 ) -> None:
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
+    from tritonctl.serve.core.header_forward import HeaderPatternError, header_forwarding
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
@@ -136,6 +145,11 @@ def serve(
         parse_trace_config(trace_config)
     except TraceConfigError as exc:
         raise CliError(str(exc), 2) from None
+    try:
+        header_forwarding(http_header_forward_pattern, "--http-header-forward-pattern")
+        header_forwarding(grpc_header_forward_pattern, "--grpc-header-forward-pattern")
+    except HeaderPatternError as exc:
+        raise CliError(str(exc), 2) from None
     if engine is Engine.triton:
         from tritonctl.cli.serve_triton import serve_with_tritonserver
         from tritonctl.serve.tritonserver import TritonserverOptions
@@ -147,6 +161,8 @@ def serve(
             repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
             exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
             http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
+            http_header_forward_pattern=http_header_forward_pattern,
+            grpc_header_forward_pattern=grpc_header_forward_pattern,
             log_verbose=log_verbose, log_format=log_format.value, extra_args=list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
@@ -157,7 +173,8 @@ def serve(
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
         http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
         grpc_transport=grpc_transport.value, http_transport=http_transport.value,
-        python_isolation=python_isolation.value)
+        python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
+        grpc_header_forward_pattern=grpc_header_forward_pattern)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)

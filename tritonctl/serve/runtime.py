@@ -20,6 +20,7 @@ from pathlib import Path
 from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.errors import unavailable
+from tritonctl.serve.core.header_forward import header_forwarding
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
@@ -61,6 +62,10 @@ class ServeOptions:
     trace_config: list[str] = field(default_factory=list)
     # Python models: each instance in a stub process of its own ("process"), or in the server's ("thread")
     python_isolation: str = "process"
+    # tritonserver's --http-header-forward-pattern / --grpc-header-forward-pattern: request headers
+    # whose name matches become request parameters (core/header_forward.py); None: none are
+    http_header_forward_pattern: str | None = None
+    grpc_header_forward_pattern: str | None = None
 
 
 class ServerRuntime:
@@ -73,6 +78,9 @@ class ServerRuntime:
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
                                     self.response_cache)
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
+        # HeaderPatternError (a ValueError) when a pattern is not a regular expression
+        self.http_forwarding = header_forwarding(options.http_header_forward_pattern, "--http-header-forward-pattern")
+        self.grpc_forwarding = header_forwarding(options.grpc_header_forward_pattern, "--grpc-header-forward-pattern")
         self.server = InferenceServer(self.manager, trace)
         self.http_port: int | None = None
         self.grpc_port: int | None = None
@@ -119,13 +127,14 @@ class ServerRuntime:
         poller: asyncio.Task | None = None
         try:
             if opts.http_port is not None:
-                handlers = HttpHandlers(self.server, opts.http_max_input_size)
+                handlers = HttpHandlers(self.server, opts.http_max_input_size, self.http_forwarding)
                 http = await start_http(handlers, opts.host, opts.http_port, opts.http_transport,
                                         opts.exit_timeout_secs)
                 front_ends.append(http)
                 self.http_port = http.port
             if opts.grpc_port is not None:
-                grpc = await start_grpc(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport)
+                grpc = await start_grpc(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport,
+                                        self.grpc_forwarding)
                 front_ends.append(grpc)
                 self.grpc_port = grpc.port
             if opts.metrics_port is not None:

@@ -38,6 +38,8 @@ class TritonserverOptions:
     http_max_input_size: int = DEFAULT_HTTP_MAX_INPUT_SIZE
     cache_config: list[str] = field(default_factory=list)
     trace_config: list[str] = field(default_factory=list)
+    http_header_forward_pattern: str | None = None  # None: the flag is not passed
+    grpc_header_forward_pattern: str | None = None
     log_verbose: int = 0
     log_format: str = "default"
     extra_args: list[str] = field(default_factory=list)  # passed last, as given
@@ -86,6 +88,10 @@ def tritonserver_command(binary: str, options: TritonserverOptions) -> list[str]
         command.append(flag("http-max-input-size", options.http_max_input_size))
     command += [flag("cache-config", value) for value in options.cache_config]
     command += [flag("trace-config", value) for value in options.trace_config]
+    for protocol, pattern in (("http", options.http_header_forward_pattern),
+                              ("grpc", options.grpc_header_forward_pattern)):
+        if pattern is not None:
+            command.append(flag(f"{protocol}-header-forward-pattern", pattern))
     if options.log_verbose:
         command.append(flag("log-verbose", options.log_verbose))
     if options.log_format != "default":

@@ -9,6 +9,9 @@
 // is waiting for its answer goes straight to Python's inline handler, on the gRPC thread that
 // read it (taking the GIL). At low load that saves the event loop's wake-up (about 35 us here);
 // under load the queue's bursts are cheaper than a GIL hand-off per message.
+//
+// Where the server forwards client metadata as request parameters (keep_metadata), each call
+// keeps its client metadata for Python (Call.metadata).
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/generic/async_generic_service.h>
@@ -58,6 +62,8 @@ struct CallState {
   bool finished = false;  // Finish has been called (exactly once)
   bool cancelled = false;  // the client went away or the deadline passed
   bool triton_grpc_error = false;  // a stream opened with the header triton_grpc_error: true
+  // The client's metadata, kept only where the server forwards headers as request parameters.
+  std::vector<std::pair<std::string, std::string>> metadata;
   InlinePath* counted_in = nullptr;  // a ModelInfer call counted as unanswered
   grpc::Status status;
 
@@ -79,15 +85,22 @@ struct Event {
 class Reactor : public grpc::ServerGenericBidiReactor {
  public:
   Reactor(grpc::GenericCallbackServerContext* context, EventQueue<Event>* events, const std::string& stream_method,
-          InlinePath* inline_path)
+          InlinePath* inline_path, bool keep_metadata)
       : events_(events), inline_path_(inline_path), state_(std::make_shared<CallState>()) {
     state_->reactor = this;
     state_->method = context->method();
     state_->streaming = state_->method == stream_method;
+    const auto& metadata = context->client_metadata();
     if (state_->streaming) {
-      const auto& metadata = context->client_metadata();
       auto header = metadata.find("triton_grpc_error");
       state_->triton_grpc_error = header != metadata.end() && header->second == "true";
+    }
+    if (keep_metadata) {
+      state_->metadata.reserve(metadata.size());
+      for (const auto& entry : metadata) {
+        state_->metadata.emplace_back(std::string(entry.first.data(), entry.first.size()),
+                                      std::string(entry.second.data(), entry.second.size()));
+      }
     }
     StartRead(&request_);
   }
@@ -204,16 +217,18 @@ class Reactor : public grpc::ServerGenericBidiReactor {
 
 class Service : public grpc::CallbackGenericService {
  public:
-  Service(EventQueue<Event>* events, std::string stream_method, InlinePath* inline_path)
-      : events_(events), stream_method_(std::move(stream_method)), inline_path_(inline_path) {}
+  Service(EventQueue<Event>* events, std::string stream_method, InlinePath* inline_path, bool keep_metadata)
+      : events_(events), stream_method_(std::move(stream_method)), inline_path_(inline_path),
+        keep_metadata_(keep_metadata) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
-    return new Reactor(context, events_, stream_method_, inline_path_);
+    return new Reactor(context, events_, stream_method_, inline_path_, keep_metadata_);
   }
 
  private:
   EventQueue<Event>* events_;
   std::string stream_method_;
   InlinePath* inline_path_;
+  bool keep_metadata_;
 };
 
 grpc::ByteBuffer ToByteBuffer(py::buffer data) {
@@ -247,6 +262,12 @@ class Call {
     return state_->cancelled;
   }
   bool triton_grpc_error() const { return state_->triton_grpc_error; }
+  // Set once, before Python sees the call: read without the lock.
+  py::list metadata() const {
+    py::list out;
+    for (const auto& entry : state_->metadata) out.append(py::make_tuple(py::bytes(entry.first), py::bytes(entry.second)));
+    return out;
+  }
   // Both copy the message, then let go of the GIL: gRPC may send it on this thread.
   void write(py::buffer message) {
     grpc::ByteBuffer buffer = ToByteBuffer(message);
@@ -297,8 +318,8 @@ bool Reactor::RunInline() {
 class Server {
  public:
   Server(const std::string& address, int max_message_bytes, const std::string& stream_method,
-         const std::string& inline_method)
-      : service_(&events_, stream_method, &inline_path_) {
+         const std::string& inline_method, bool keep_metadata)
+      : service_(&events_, stream_method, &inline_path_, keep_metadata) {
     inline_path_.method = inline_method;
     grpc::ServerBuilder builder;
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
@@ -364,14 +385,17 @@ PYBIND11_MODULE(_native, m) {
                              "Whether the client went away (or its deadline passed).")
       .def_property_readonly("triton_grpc_error", &Call::triton_grpc_error,
                              "Whether the client opened this stream with the header triton_grpc_error: true.")
+      .def_property_readonly("metadata", &Call::metadata,
+                             "The client's metadata, (key, value) pairs of bytes; empty unless the server keeps it.")
       .def("write", &Call::write, "Queue one message of a streaming response.")
       .def("finish", &Call::finish, py::arg("code"), py::arg("message"), py::arg("reply"),
            "End the call with a status, after `reply` (bytes or None) and every queued write.")
       .def("__eq__", &Call::operator==)
       .def("__hash__", &Call::hash);
   py::class_<Server>(m, "Server")
-      .def(py::init<const std::string&, int, const std::string&, const std::string&>(), py::arg("address"),
-           py::arg("max_message_bytes"), py::arg("stream_method"), py::arg("inline_method"))
+      .def(py::init<const std::string&, int, const std::string&, const std::string&, bool>(), py::arg("address"),
+           py::arg("max_message_bytes"), py::arg("stream_method"), py::arg("inline_method"),
+           py::arg("keep_metadata") = false)
       .def_property_readonly("port", &Server::port)
       .def_property_readonly("fd", &Server::fd)
       .def("set_inline_handler", &Server::set_inline_handler, py::arg("handler"),

@@ -8,6 +8,7 @@ import asyncio
 
 import grpc
 
+from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.server import InferenceServer, LoopCompletions
 from tritonctl.serve.grpc.handlers import (CODES, GRPC_ERROR_HEADER, HEALTH_SERVICE, MAX_MESSAGE, OK, SERVICE, STREAM,
                                            GrpcHandlers, status_of)
@@ -21,8 +22,8 @@ class AioFrontEnd:
 
     transport_name = "grpc.aio (Python transport)"
 
-    def __init__(self, server: InferenceServer, address: str):
-        self.handlers = GrpcHandlers(server)
+    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None):
+        self.handlers = GrpcHandlers(server, forwarding)
         self.completions: LoopCompletions | None = None  # answers of ModelInfer, handed to the loop
         self.grpc_server = grpc.aio.server(options=SERVER_OPTIONS)
         methods = {path.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(self._unary(path))
@@ -65,7 +66,8 @@ class AioFrontEnd:
     async def _infer(self, payload: bytes, context) -> bytes:
         future = asyncio.get_running_loop().create_future()
         completions = self.completions
-        call = self.handlers.begin_infer(payload, lambda *answer: completions.push(future, answer, None))
+        call = self.handlers.begin_infer(payload, lambda *answer: completions.push(future, answer, None),
+                                         self._metadata(context))
         if call is not None:
             self.handlers.submit_infer(call)
         try:
@@ -76,11 +78,15 @@ class AioFrontEnd:
             raise
         return await self._end(context, *answer)
 
+    def _metadata(self, context):
+        """The call's client metadata where it is forwarded, else nothing (not read at all)."""
+        return (context.invocation_metadata() or ()) if self.handlers.forwarding is not None else ()
+
     async def _stream(self, payloads, context):
         try:
-            grpc_error = any(key == GRPC_ERROR_HEADER and value == "true"
-                             for key, value in context.invocation_metadata() or ())
-            async for body in self.handlers.stream(payloads, grpc_error):
+            metadata = context.invocation_metadata() or ()
+            grpc_error = any(key == GRPC_ERROR_HEADER and value == "true" for key, value in metadata)
+            async for body in self.handlers.stream(payloads, grpc_error, metadata):
                 yield body
         except Exception as exc:
             code, details = status_of(exc, STREAM)

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2
 
 from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
@@ -81,10 +82,13 @@ class InferCall:
 
 
 class GrpcHandlers:
-    """Every method of the service, for any transport."""
+    """Every method of the service, for any transport. ``forwarding``: the client metadata that
+    becomes request parameters (``--grpc-header-forward-pattern``), None for none; a transport
+    hands an inference call's metadata over only where it is set."""
 
-    def __init__(self, server: InferenceServer):
+    def __init__(self, server: InferenceServer, forwarding: HeaderForwarding | None = None):
         self.server = server
+        self.forwarding = forwarding
         descriptor = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
         # path -> (request message type, method) for every unary RPC but ModelInfer
         self.unary = {PREFIX + m.name: (getattr(service_pb2, m.input_type.name), getattr(self, m.name))
@@ -98,10 +102,12 @@ class GrpcHandlers:
         return b"\x08\x01" if self.server.ready() else b"\x08\x02"
 
     # ---- ModelInfer, the hot path ------------------------------------------------------------
-    def begin_infer(self, payload: bytes, answer: Callable[[int, str, bytes | None], None]) -> InferCall | None:
+    def begin_infer(self, payload: bytes, answer: Callable[[int, str, bytes | None], None],
+                    metadata=()) -> InferCall | None:
         """Decode a ModelInferRequest. ``answer(code, details, body)`` runs once: at once when
         the request is refused (then None is returned), else from the thread that finishes it,
-        after ``submit_infer``. Between the two the transport may note the call as open."""
+        after ``submit_infer``. Between the two the transport may note the call as open.
+        ``metadata``: the call's client metadata, (key, value) pairs, where ``forwarding`` is set."""
         trace = None
         try:
             split = split_request(payload)
@@ -111,6 +117,8 @@ class GrpcHandlers:
                 message, raw = service_pb2.ModelInferRequest.FromString(split[0]), split[1]
             trace = self._sample_trace(message.model_name)
             request = decode_request(message, self.server.shm, raw)
+            if self.forwarding is not None:
+                request.parameters.update(self.forwarding.parameters(metadata))
         except Exception as exc:
             self._send(answer, failure(exc, INFER), trace)
             return None
@@ -160,17 +168,20 @@ class GrpcHandlers:
             trace.finish()
 
     # ---- ModelStreamInfer --------------------------------------------------------------------
-    async def stream(self, payloads: AsyncIterator[bytes], grpc_error: bool = False) -> AsyncIterator[bytes]:
+    async def stream(self, payloads: AsyncIterator[bytes], grpc_error: bool = False,
+                     metadata=()) -> AsyncIterator[bytes]:
         """The serialized ModelStreamInferResponses of a stream of ModelInferRequests; a message
         that does not parse ends the stream (raises DecodeError, which ``status_of`` maps).
         ``grpc_error``: the client's header ``triton_grpc_error: true``; the first error ends the
-        stream too (raises it as a ServeError)."""
+        stream too (raises it as a ServeError). ``metadata``: the stream's client metadata, whose
+        forwarded headers every request of the stream gets, as in Triton."""
+        forwarded = self.forwarding.parameters(metadata) if self.forwarding is not None else {}
 
         async def messages():
             async for payload in payloads:
                 yield service_pb2.ModelInferRequest.FromString(payload)
 
-        async for message in StreamSession(self.server, messages(), grpc_error).run():
+        async for message in StreamSession(self.server, messages(), grpc_error, forwarded).run():
             yield message.SerializeToString()
 
     # ---- every other unary method ------------------------------------------------------------

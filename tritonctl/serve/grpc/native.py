@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.grpc.handlers import HEALTH, INFER, MAX_MESSAGE, OK, STREAM, GrpcHandlers, status_of
 from tritonctl.serve.native_front_end import NativeFrontEnd
@@ -39,9 +40,10 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     transport_name = "gRPC C++ (C++ transport)"
 
-    def __init__(self, server: InferenceServer, address: str):
-        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER))
-        self.handlers = GrpcHandlers(server)
+    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None):
+        # The transport keeps each call's client metadata only where it is forwarded.
+        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER, forwarding is not None))
+        self.handlers = GrpcHandlers(server, forwarding)
         self.open: dict = {}  # call -> what to stop when the client goes: an InferCall, a task or a stream
 
     async def start(self) -> None:
@@ -85,7 +87,8 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             self.open[call] = asyncio.ensure_future(self._unary(call, payload))
 
     def _infer(self, call, payload: bytes) -> None:
-        infer = self.handlers.begin_infer(payload, lambda code, details, body: self._answer(call, code, details, body))
+        infer = self.handlers.begin_infer(payload, lambda code, details, body: self._answer(call, code, details, body),
+                                          call.metadata if self.handlers.forwarding is not None else ())
         if infer is None:  # refused: answered
             return
         self.open[call] = infer
@@ -130,7 +133,7 @@ class _Stream:
         try:
             # a transport built before it read the header has no triton_grpc_error
             grpc_error = getattr(self.call, "triton_grpc_error", False)
-            async for body in self.front.handlers.stream(self._payloads(), grpc_error):
+            async for body in self.front.handlers.stream(self._payloads(), grpc_error, self.call.metadata):
                 self.call.write(body)
             self.call.finish(OK, "", None)
         except asyncio.CancelledError:

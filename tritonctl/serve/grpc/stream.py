@@ -12,7 +12,8 @@ and no model version - only when the request asked for it with
 has stopped sending and every request has had its final response; a client that goes away
 cancels its requests still in flight. A stream opened with the header ``triton_grpc_error: true``
 (Triton 24.08+) ends at its first error instead, with that error as the gRPC status (Triton's code
-and text), and its requests still in flight are cancelled.
+and text), and its requests still in flight are cancelled. The stream's metadata that
+``--grpc-header-forward-pattern`` forwards reaches each of its requests as parameters.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ class _Pending:
 class StreamSession:
     """One ModelStreamInfer call: ``async for message in StreamSession(server, requests).run()``."""
 
-    def __init__(self, server: InferenceServer, request_iterator, grpc_error: bool = False):
+    def __init__(self, server: InferenceServer, request_iterator, grpc_error: bool = False,
+                 forwarded: dict | None = None):
         self.server = server
         self.request_iterator = request_iterator
         self.grpc_error = grpc_error  # errors end the stream as its status (header triton_grpc_error)
+        self.forwarded = forwarded or {}  # the stream's headers that every request gets as parameters
         self.outbox: asyncio.Queue = asyncio.Queue()
         self.reading = True
         self.in_flight: set[_Pending] = set()
@@ -97,6 +100,7 @@ class StreamSession:
         self.next_ticket += 1
         try:
             request = decode_request(message, self.server.shm)
+            request.parameters.update(self.forwarded)
             param = message.parameters.get(ENABLE_EMPTY_FINAL)
             pending = _Pending(request, ticket, param is not None and param.bool_param)
             pending.decoupled = self.server.infer_stream(

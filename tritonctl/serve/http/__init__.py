@@ -20,7 +20,8 @@ async def start_front_end(handlers, host: str, port: int, transport: str = "auto
     else:
         from tritonctl.serve.http.asgi import AsgiApp
 
-        front_end = UvicornFrontEnd(AsgiApp(handlers), host, port, exit_timeout_s)
+        front_end = UvicornFrontEnd(AsgiApp(handlers), host, port, exit_timeout_s,
+                                    keep_sent_headers=handlers.forwarding is not None)
     await front_end.start()
     return front_end
 
@@ -42,7 +43,7 @@ class UvicornFrontEnd:
 
     transport_name = "uvicorn (Python transport)"
 
-    def __init__(self, app, host: str, port: int, exit_timeout_s: float):
+    def __init__(self, app, host: str, port: int, exit_timeout_s: float, keep_sent_headers: bool = False):
         import uvicorn
 
         class Server(uvicorn.Server):
@@ -52,8 +53,9 @@ class UvicornFrontEnd:
 
         self._socket = listening_socket(host, port)
         self.port: int = self._socket.getsockname()[1]
-        config = uvicorn.Config(app, http=_chunked_with_length_protocol(), loop="none", lifespan="off", access_log=False,
-                                log_config=None, timeout_graceful_shutdown=int(max(exit_timeout_s, 1)),
+        config = uvicorn.Config(app, http=_chunked_with_length_protocol(keep_sent_headers), loop="none",
+                                lifespan="off", access_log=False, log_config=None,
+                                timeout_graceful_shutdown=int(max(exit_timeout_s, 1)),
                                 server_header=False, date_header=False, timeout_keep_alive=30)
         self._server = Server(config)
         self._task: asyncio.Task | None = None
@@ -74,16 +76,26 @@ class UvicornFrontEnd:
             await asyncio.wait([self._task], timeout=grace_s + 1)
 
 
-def _chunked_with_length_protocol():
+def _chunked_with_length_protocol(keep_sent_headers: bool = False):
     """uvicorn's httptools protocol, except that a request carrying both ``Transfer-Encoding:
     chunked`` and ``Content-Length`` is read as chunked (RFC 9112 6.3: Transfer-Encoding wins)
     instead of refused with 400. Triton (libevent) and the C++ transport accept it, and clients
-    such as ``requests`` send both when given a pre-chunked body and the header (Triton's L0_http)."""
+    such as ``requests`` send both when given a pre-chunked body and the header (Triton's L0_http).
+    ``keep_sent_headers``: the scope also gets the headers' names as sent (ASGI's are lower case),
+    in the order of its ``headers``, under ``SENT_NAMES``: forwarded headers are named so (httptools
+    keeps a value's trailing whitespace, as Triton does)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from tritonctl.serve.http.asgi import SENT_NAMES
 
     class Protocol(HttpToolsProtocol):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+
+        if keep_sent_headers:
+            def on_header(self, name: bytes, value: bytes) -> None:
+                super().on_header(name, value)
+                self.scope.setdefault(SENT_NAMES, []).append(name)
 
     return Protocol

@@ -5,6 +5,13 @@
 // of requests costs the loop one wake-up. A reply may be sent from any thread (Request.finish):
 // it is queued and written by the transport's thread. A client that closes its connection while
 // its request is in flight shows up as a CANCEL event, so the request can be dropped unrun.
+//
+// Where the server forwards headers as request parameters (keep_sent_headers), a request also
+// keeps its headers as the client sent them: names in the client's spelling, and values with
+// the trailing spaces and tabs that evhttp's parser trims (Triton's libevhtp keeps them, and so
+// a forwarded value arrives whole). evhttp gives no access to the raw header lines, so each
+// connection's input buffer is watched (RawHeaderLines) as bytes arrive, before evhttp parses
+// them.
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -49,6 +56,9 @@ struct RequestState {
   std::string path;
   std::string query;
   std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+  // The same headers as the client sent them (name spelling, value's trailing whitespace), where
+  // the server keeps them.
+  std::vector<std::pair<std::string, std::string>> sent;
   evbuffer* body = nullptr;  // taken by Python once
   bool finished = false;     // a reply was queued (guarded by the server's reply mutex)
   ~RequestState() {
@@ -77,6 +87,43 @@ std::string Lower(const char* text) {
   return out;
 }
 
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+// A header line whose value ends in whitespace, as it arrived, before evhttp trims it.
+struct RawHeader {
+  std::string name;     // in lower case
+  std::string trimmed;  // the value as evhttp keeps it
+  std::string sent;     // the value as sent
+};
+
+// What a connection's input showed of its next request's header block, noted as bytes arrive
+// (Server::OnInput) and taken when evhttp has parsed the request (Server::KeepSentHeaders).
+// Lines after the block's empty line are body (or a pipelined request's, which then keeps
+// evhttp's trimmed values): not noted.
+struct HeaderBlock {
+  std::vector<RawHeader> headers;
+  bool ended = false;
+};
+
+constexpr size_t kMaxRawLine = 8192;        // longer lines are left as evhttp trims them
+constexpr size_t kMaxRawHeaders = 64;       // noted per request
+constexpr size_t kMaxRawConnections = 4096;  // with a header block being read
+
+// `line` (without its line break) as a header whose value ends in whitespace, else false.
+bool ParseRawHeader(const std::string& line, RawHeader* out) {
+  if (line.empty() || IsBlank(line[0]) || !IsBlank(line.back())) return false;
+  size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  size_t start = colon + 1;
+  while (start < line.size() && line[start] == ' ') ++start;  // evhttp drops leading spaces only
+  size_t end = line.size();
+  while (end > start && IsBlank(line[end - 1])) --end;
+  out->name = Lower(line.substr(0, colon).c_str());
+  out->trimmed = line.substr(start, end - start);
+  out->sent = line.substr(start);
+  return true;
+}
+
 const char* MethodName(evhttp_cmd_type command) {
   switch (command) {
     case EVHTTP_REQ_GET: return "GET";
@@ -94,7 +141,8 @@ const char* MethodName(evhttp_cmd_type command) {
 
 class Server : public std::enable_shared_from_this<Server> {
  public:
-  Server(const std::string& host, int port, int64_t max_body_bytes) {
+  Server(const std::string& host, int port, int64_t max_body_bytes, bool keep_sent_headers)
+      : keep_sent_headers_(keep_sent_headers) {
     static std::once_flag threads_ready;
     std::call_once(threads_ready, [] { evthread_use_pthreads(); });
     base_ = event_base_new();
@@ -111,6 +159,7 @@ class Server : public std::enable_shared_from_this<Server> {
     evhttp_set_timeout(http_, 30);  // idle keep-alive connections, as uvicorn's default
     evhttp_set_default_content_type(http_, nullptr);  // a reply without a body has no type
     evhttp_set_gencb(http_, &Server::OnRequest, this);
+    if (keep_sent_headers_) evhttp_set_bevcb(http_, &Server::NewConnection, this);
     socket_ = evhttp_bind_socket_with_handle(http_, host.c_str(), static_cast<uint16_t>(port));
     if (socket_ == nullptr) {
       Free();
@@ -206,6 +255,7 @@ class Server : public std::enable_shared_from_this<Server> {
     for (evkeyval* header = headers->tqh_first; header != nullptr; header = header->next.tqe_next) {
       state->headers.emplace_back(Lower(header->key), header->value);
     }
+    if (self->keep_sent_headers_) self->KeepSentHeaders(req, headers, state.get());
     state->body = evbuffer_new();
     evbuffer_add_buffer(state->body, evhttp_request_get_input_buffer(req));  // moves, no copy
     // Watch the connection for the client going away while the request is in flight.
@@ -222,6 +272,105 @@ class Server : public std::enable_shared_from_this<Server> {
       ++self->received_;
     }
     self->events_.Push({kRequest, std::move(state)});
+  }
+
+  // A connection's bufferevent, as evhttp makes it (no options), with its input watched.
+  static bufferevent* NewConnection(event_base* base, void* arg) {
+    auto* self = static_cast<Server*>(arg);
+    bufferevent* stream = bufferevent_socket_new(base, -1, 0);
+    if (stream != nullptr) {
+      evbuffer* input = bufferevent_get_input(stream);
+      self->header_blocks_.erase(input);  // a freed connection's buffer at the same address
+      evbuffer_add_cb(input, &Server::OnInput, self);
+    }
+    return stream;
+  }
+
+  // Bytes added to a connection's input, before evhttp reads them: each line of the header
+  // block that ends among them and whose value ends in whitespace is noted for the request.
+  static void OnInput(evbuffer* input, const evbuffer_cb_info* info, void* arg) {
+    if (info->n_added == 0) return;
+    auto* self = static_cast<Server*>(arg);
+    HeaderBlock* block = nullptr;  // looked up once the first line ends
+    size_t begin = info->orig_size;
+    size_t end = begin + info->n_added;
+    // The line that goes on into the new bytes started after the last line break before them
+    // (evhttp drains whole lines as they come, so what precedes the new bytes is short).
+    size_t from = begin > kMaxRawLine ? begin - kMaxRawLine : 0;
+    size_t line_start = from;
+    evbuffer_ptr at;
+    evbuffer_ptr_set(input, &at, from, EVBUFFER_PTR_SET);
+    while (true) {
+      evbuffer_ptr found = evbuffer_search_range(input, "\n", 1, &at, nullptr);
+      if (found.pos < 0 || static_cast<size_t>(found.pos) >= end) break;
+      size_t newline = static_cast<size_t>(found.pos);
+      if (newline >= begin) {
+        if (block == nullptr) block = self->Block(input);
+        if (block->ended) return;  // the body: nothing more to note until the request is parsed
+        self->NoteLine(input, line_start, newline, block);
+      }
+      line_start = newline + 1;
+      if (evbuffer_ptr_set(input, &at, line_start, EVBUFFER_PTR_SET) != 0) break;
+    }
+  }
+
+  HeaderBlock* Block(evbuffer* input) {
+    auto found = header_blocks_.find(input);
+    if (found != header_blocks_.end()) return &found->second;
+    if (header_blocks_.size() >= kMaxRawConnections) {
+      header_blocks_.clear();  // connections gone in the middle of a request: forget them all
+    }
+    return &header_blocks_[input];
+  }
+
+  void NoteLine(evbuffer* input, size_t start, size_t newline, HeaderBlock* block) {
+    size_t length = newline - start;  // without the \n
+    char last[2] = {0, 0};
+    evbuffer_ptr at;
+    if (length > 0) {
+      size_t tail = length >= 2 ? 2 : 1;
+      evbuffer_ptr_set(input, &at, newline - tail, EVBUFFER_PTR_SET);
+      evbuffer_copyout_from(input, &at, last + 2 - tail, tail);
+    }
+    if (last[1] == '\r') length -= 1;
+    if (length == 0) {  // the empty line that ends the header block
+      block->ended = true;
+      return;
+    }
+    char tail = last[1] == '\r' ? last[0] : last[1];
+    if (!IsBlank(tail) || length > kMaxRawLine || block->headers.size() >= kMaxRawHeaders) return;
+    std::string line(length, '\0');
+    evbuffer_ptr_set(input, &at, start, EVBUFFER_PTR_SET);
+    evbuffer_copyout_from(input, &at, &line[0], length);
+    RawHeader header;
+    if (ParseRawHeader(line, &header)) block->headers.push_back(std::move(header));
+  }
+
+  // The request's headers as sent: names as the client spelled them, values with the trailing
+  // whitespace evhttp trimmed, from the lines noted on its connection (which it takes).
+  void KeepSentHeaders(evhttp_request* req, evkeyvalq* headers, RequestState* state) {
+    std::vector<RawHeader> noted;
+    evhttp_connection* connection = evhttp_request_get_connection(req);
+    bufferevent* stream = connection == nullptr ? nullptr : evhttp_connection_get_bufferevent(connection);
+    if (stream != nullptr) {
+      auto found = header_blocks_.find(bufferevent_get_input(stream));
+      if (found != header_blocks_.end()) {
+        noted.swap(found->second.headers);
+        header_blocks_.erase(found);  // the connection's next request starts a new block
+      }
+    }
+    size_t index = 0;
+    for (evkeyval* header = headers->tqh_first; header != nullptr; header = header->next.tqe_next, ++index) {
+      std::string value = header->value;
+      for (RawHeader& raw : noted) {
+        if (!raw.name.empty() && raw.name == state->headers[index].first && raw.trimmed == value) {
+          value = raw.sent;
+          raw.name.clear();  // used once
+          break;
+        }
+      }
+      state->sent.emplace_back(header->key, std::move(value));
+    }
   }
 
   static void OnClosed(evutil_socket_t, short, void* arg) {
@@ -271,6 +420,9 @@ class Server : public std::enable_shared_from_this<Server> {
     if (answered_ == received_) drained_.notify_all();
   }
 
+  const bool keep_sent_headers_;
+  // The header block noted per connection input buffer (transport's thread only).
+  std::unordered_map<evbuffer*, HeaderBlock> header_blocks_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   evhttp_bound_socket* socket_ = nullptr;
@@ -301,6 +453,12 @@ class Request {
   py::list headers() const {
     py::list out;
     for (auto& header : state_->headers) out.append(py::make_tuple(py::bytes(header.first), py::bytes(header.second)));
+    return out;
+  }
+  // The headers as the client sent them; empty unless the server keeps them.
+  py::list sent_headers() const {
+    py::list out;
+    for (auto& header : state_->sent) out.append(py::make_tuple(py::bytes(header.first), py::bytes(header.second)));
     return out;
   }
   // The body, once: later calls give b"".
@@ -356,8 +514,8 @@ class Request {
 
 class PyServer {
  public:
-  PyServer(const std::string& host, int port, int64_t max_body_bytes)
-      : server_(std::make_shared<Server>(host, port, max_body_bytes)) {}
+  PyServer(const std::string& host, int port, int64_t max_body_bytes, bool keep_sent_headers)
+      : server_(std::make_shared<Server>(host, port, max_body_bytes, keep_sent_headers)) {}
   ~PyServer() {
     py::gil_scoped_release release;
     server_.reset();
@@ -392,14 +550,17 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("path", &Request::path)
       .def_property_readonly("query", &Request::query)
       .def_property_readonly("headers", &Request::headers, "(name, value) pairs of bytes, names in lower case")
+      .def_property_readonly("sent_headers", &Request::sent_headers,
+                             "(name, value) pairs of bytes as the client sent them (the name's spelling, the "
+                             "value's trailing whitespace); empty unless the server keeps them (keep_sent_headers)")
       .def("take_body", &Request::take_body, "The request body (bytes), once.")
       .def("finish", &Request::finish, py::arg("status"), py::arg("reason"), py::arg("headers"), py::arg("body"),
            "Send the reply (from any thread); only the first reply of a request is sent.")
       .def("__eq__", &Request::operator==)
       .def("__hash__", &Request::hash);
   py::class_<PyServer>(m, "Server")
-      .def(py::init<const std::string&, int, int64_t>(), py::arg("host"), py::arg("port"),
-           py::arg("max_body_bytes"))
+      .def(py::init<const std::string&, int, int64_t, bool>(), py::arg("host"), py::arg("port"),
+           py::arg("max_body_bytes"), py::arg("keep_sent_headers") = false)
       .def_property_readonly("port", &PyServer::port)
       .def_property_readonly("fd", &PyServer::fd)
       .def("take_events", &PyServer::take_events, "The events since the last call: (kind, request) tuples.")

@@ -12,6 +12,10 @@ from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.server import LoopCompletions
 from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, header_value, infer_target, not_utf8, too_large
 
+# The scope key under which the HTTP protocol (``_chunked_with_length_protocol``) keeps the
+# headers' names as the client spelled them, in the order of the scope's ``headers``.
+SENT_NAMES = "tritonctl.sent_header_names"
+
 
 class AsgiApp:
     def __init__(self, handlers: HttpHandlers):
@@ -28,7 +32,8 @@ class AsgiApp:
 
         try:
             path = _raw_path(scope)
-            request = HttpRequest(scope["method"], path, scope["headers"], await self._read(receive, scope["headers"]))
+            request = HttpRequest(scope["method"], path, scope["headers"], await self._read(receive, scope["headers"]),
+                                  _sent_headers(scope))
         except ServeError as exc:  # not UTF-8, too large, or the client went away
             request = HttpRequest(scope["method"], "/", scope["headers"], b"")
             self.handlers.refuse(request, exc, answer)
@@ -84,6 +89,14 @@ class AsgiApp:
         finally:
             if not watcher.done():
                 watcher.cancel()
+
+
+def _sent_headers(scope) -> list | None:
+    """The headers with their names as the client spelled them, where the protocol kept those."""
+    names = scope.get(SENT_NAMES)
+    if names is None:
+        return None
+    return [(name, value) for name, (_, value) in zip(names, scope["headers"])]
 
 
 def _raw_path(scope) -> str:

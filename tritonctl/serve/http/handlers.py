@@ -16,6 +16,7 @@ from urllib.parse import unquote_to_bytes
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
+from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.names import check_model_name
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
@@ -63,15 +64,18 @@ def not_utf8() -> ServeError:
 class HttpRequest:
     """One request as a transport read it: method, path (as sent: percent-encoded, without the
     query), headers (lower-case names, bytes) and the body as sent (``body()`` undoes its
-    Content-Encoding)."""
+    Content-Encoding). ``sent_headers``: the headers with their names as the client spelled them,
+    which forwarded headers are named by (HttpHandlers.forwarding); None where the transport did
+    not keep them (the lower-case names are used)."""
 
-    __slots__ = ("method", "path", "headers", "raw")
+    __slots__ = ("method", "path", "headers", "raw", "sent_headers")
 
-    def __init__(self, method: str, path: str, headers: list, raw: bytes):
+    def __init__(self, method: str, path: str, headers: list, raw: bytes, sent_headers: list | None = None):
         self.method = method
         self.path = path
         self.headers = headers
         self.raw = raw
+        self.sent_headers = sent_headers
 
 
 class InferCall:
@@ -123,11 +127,16 @@ def infer_target(method: str, path: str) -> tuple[str, str] | None:
 class HttpHandlers:
     """Every endpoint, for any transport (native.py, the C++ one over libevent, and asgi.py,
     uvicorn): every endpoint through ``handle``, inference (the route a transport asks
-    ``infer_target`` about first) through ``begin_infer`` and ``submit_infer``."""
+    ``infer_target`` about first) through ``begin_infer`` and ``submit_infer``. ``forwarding``:
+    the headers of an inference request that become its parameters
+    (``--http-header-forward-pattern``), None for none; transports keep the headers' names as
+    sent (``HttpRequest.sent_headers``) only where it is set."""
 
-    def __init__(self, server: InferenceServer, max_input_size: int = 1 << 26):
+    def __init__(self, server: InferenceServer, max_input_size: int = 1 << 26,
+                 forwarding: HeaderForwarding | None = None):
         self.server = server
         self.max_input_size = max_input_size
+        self.forwarding = forwarding
 
     # ---- the reply writer ----------------------------------------------------------------------
     @staticmethod
@@ -171,6 +180,9 @@ class HttpHandlers:
             if trace is not None:
                 trace.capture("HTTP_RECV_END")
             infer, options = self.infer_request(model, version, request.headers, body, trace)
+            if self.forwarding is not None:  # after the body's parameters, which a header of the same name replaces
+                sent = request.sent_headers
+                infer.parameters.update(self.forwarding.parameters(request.headers if sent is None else sent))
         except Exception as exc:
             self._deliver(failure_reply(exc, request.path), request.headers, answer, trace)
             return None

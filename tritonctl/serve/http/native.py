@@ -40,7 +40,10 @@ class NativeHttpFrontEnd(NativeFrontEnd):
     transport_name = "libevent (C++ transport)"
 
     def __init__(self, handlers: HttpHandlers, host: str, port: int):
-        super().__init__(lambda: _native.Server(host, port, handlers.max_input_size))
+        # The transport keeps the headers as sent (names' spelling, values' trailing whitespace) only
+        # where headers are forwarded.
+        self.keep_sent_headers = handlers.forwarding is not None
+        super().__init__(lambda: _native.Server(host, port, handlers.max_input_size, self.keep_sent_headers))
         self.handlers = handlers
         self.running: dict = {}  # http request -> its InferCall, until answered
 
@@ -57,7 +60,8 @@ class NativeHttpFrontEnd(NativeFrontEnd):
                 self.handlers.refuse(HttpRequest(http.method, "/", http.headers, b""), not_utf8(),
                                      lambda status, headers, body: _write(http, status, headers, body))
                 continue
-            request = HttpRequest(http.method, path, http.headers, http.take_body())
+            request = HttpRequest(http.method, path, http.headers, http.take_body(),
+                                  http.sent_headers if self.keep_sent_headers else None)
             target = infer_target(request.method, path)
             if target is None:
                 asyncio.ensure_future(self._route(http, request))
