@@ -95,10 +95,11 @@ class TritonServer:
     """A tritonserver in explicit model-control mode on free loopback ports, logging into
     ``workdir``. Use as a context manager: the server is stopped on exit whatever happened."""
 
-    def __init__(self, repository: Path, workdir: Path, stop_timeout_s: int = 10):
+    def __init__(self, repository: Path, workdir: Path, stop_timeout_s: int = 10, args: tuple[str, ...] = ()):
         self.repository = repository
         self.workdir = workdir
         self.stop_timeout_s = stop_timeout_s
+        self.args = args  # more tritonserver options
         self.starts = 0
         self.pid: int | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
@@ -125,7 +126,7 @@ class TritonServer:
             "bash", str(ANCHORS / "run_triton.sh"), str(self.repository),
             str(self.http_port), str(self.grpc_port), str(self.metrics_port),
             "--model-control-mode=explicit",
-            "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
+            "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1", *self.args,
         ]
         done = subprocess.run(command, env=self._env(), capture_output=True, text=True, timeout=240)
         if done.returncode != 0:

@@ -29,6 +29,8 @@ MODELS = ["onnx_zero_1_float32", "onnx_zero_3_float32", "onnx_zero_1_object_1_el
           "onnx_zero_1_float16", "input_all_required", "input_optional", "parameter", "not_utf8", "non_finite",
           "failing"]
 JSON = {"Content-Type": "application/json"}
+# Headers forwarded as request parameters by both servers: none of the other cases' headers match.
+FORWARD = "^x-fwd|^key1$|^triton_x$|^sequence_id$"
 RAW = {"Inference-Header-Content-Length": "0"}
 
 
@@ -50,10 +52,11 @@ class Endpoints:
         finally:
             connection.close()
 
-    def grpc_infer(self, request: service_pb2.ModelInferRequest) -> tuple[str, object]:
+    def grpc_infer(self, request: service_pb2.ModelInferRequest, metadata=()) -> tuple[str, object]:
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
             try:
-                reply = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=60)
+                reply = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=60,
+                                                                                      metadata=metadata)
             except grpc.RpcError as exc:
                 return exc.code().name, exc.details()
         return "OK", list(reply.raw_output_contents)
@@ -64,12 +67,15 @@ class Endpoints:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    """(Triton 2.51, tritonctl serve), both serving the same repository."""
+    """(Triton 2.51, tritonctl serve), both serving the same repository, both forwarding the
+    headers that FORWARD matches."""
     repo = compat_repository(tmp_path_factory.mktemp("qa") / "repo")
-    with TritonServer(repo, tmp_path_factory.mktemp("triton-logs")) as triton:
+    forward = (f"--http-header-forward-pattern={FORWARD}", f"--grpc-header-forward-pattern={FORWARD}")
+    with TritonServer(repo, tmp_path_factory.mktemp("triton-logs"), args=forward) as triton:
         for model in MODELS:
             assert triton.load(model, timeout_s=120).loaded, model
-        options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)
+        options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, http_header_forward_pattern=FORWARD,
+                               grpc_header_forward_pattern=FORWARD)
         with BackgroundServer(options) as served:
             runtime = served.runtime
             ours = Endpoints(runtime.http_port, runtime.grpc_port, runtime.metrics_port)
@@ -214,6 +220,32 @@ def test_parameters_reach_the_model_as_with_triton(servers, parameters):
         code, contents = server.grpc_infer(request)
         replies.append((code, json.loads(contents[2][4:])))
     assert replies[1] == replies[0]
+
+
+def test_forwarded_headers_reach_the_model_as_with_triton(servers):
+    """--http/grpc-header-forward-pattern: the names as sent (HTTP), a value's trailing space, a
+    header replacing the request's parameter of the same name, reserved names as plain
+    parameters. Triton's JSON text then holds the replaced key twice (the model's json.loads keeps
+    the last, the header's); here it is there once, with the header's value: compared as parsed."""
+    triton, ours = servers
+    body = json.dumps({"inputs": [fp32_input()], "parameters": {"key1": 5, "key2": "b"}}).encode()
+    headers = {**JSON, "X-Fwd-Mixed": "v", "x-fwd-space": "ends in a space ", "key1": "from the header",
+               "triton_x": "1", "sequence_id": "7", "Other": "not forwarded"}
+    answers = []
+    for server in (triton, ours):
+        status, reply = server.post("/v2/models/parameter/infer", body, headers)
+        outputs = {o["name"]: o["data"] for o in json.loads(reply)["outputs"]}
+        answers.append((status, json.loads(outputs["text"][0])))
+    assert answers[1] == answers[0] == (200, {"key1": "from the header", "key2": "b", "X-Fwd-Mixed": "v",
+                                              "x-fwd-space": "ends in a space ", "triton_x": "1", "sequence_id": "7"})
+    replies = []
+    for server in (triton, ours):
+        request = grpc_missing_inputs("parameter", ["INPUT0"])
+        request.parameters["key1"].int64_param = 5
+        code, contents = server.grpc_infer(request, metadata=(("x-fwd-a", "1 "), ("key1", "from the header"),
+                                                              ("other", "not forwarded")))
+        replies.append((code, json.loads(contents[2][4:])))
+    assert replies[1] == replies[0] == ("OK", {"key1": "from the header", "x-fwd-a": "1 "})
 
 
 def test_metrics_are_written_as_triton_writes_them(servers):
