@@ -66,3 +66,18 @@ def test_without_keeping_them_only_the_parsed_headers_are_there():
             request.finish(200, "OK", [], b"")
     finally:
         transport.shutdown(1.0)
+
+
+def test_large_and_chunked_bodies_arrive_whole(server):
+    body = bytes(range(256)) * 3072 + b"\r\nX: y \r\n\r\n"  # 768 KiB with line breaks and blank lines
+    chunked = b"5\r\nab \r\n\r\n0\r\n\r\n"  # one chunk, "ab \r\n", then the last chunk
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        client.sendall(b"POST /a HTTP/1.1\r\nHost: h\r\nX: v \r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        first = next_request(server)
+        assert first.take_body() == body and first.sent_headers[1] == (b"X", b"v ")
+        first.finish(200, "OK", [], b"")
+        client.sendall(b"POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nX: w\t\r\n\r\n" + chunked)
+        second = next_request(server)
+        assert second.take_body() == b"ab \r\n"
+        assert second.sent_headers == [(b"Host", b"h"), (b"Transfer-Encoding", b"chunked"), (b"X", b"w\t")]
+        second.finish(200, "OK", [], b"")
