@@ -44,13 +44,15 @@ def to_csv(result: PerfResult) -> str:
 
 def render_table(result: PerfResult):
     """A rich Table: one row per load level, latencies in ms."""
+    from rich import box
     from rich.table import Table
 
     rate_mode, trace = bool(result.options.request_rates), result.options.request_intervals
     table = Table(title=f"{result.options.model} over {result.options.protocol}, batch "
                         f"{result.options.batch_size}" + (f", {describe_intervals(trace)}" if trace else "")
                         + " (latencies in ms; queue/compute from the server)",
-                  padding=(0, 1), collapse_padding=True)
+                  box=box.SIMPLE_HEAD, padding=0, pad_edge=False,  # 11 columns: whole numbers in 80 columns
+                  min_width=80)  # and the title on as few lines as the terminal allows
     table.add_column("Mean/s" if trace else "Rate/s" if rate_mode else "Conc", justify="right", no_wrap=True)
     for title in ("Infer/s", "Avg", "p50", "p90", "p95", "p99", "Queue", "Compute", "CPU", "Stable"):
         table.add_column(title, justify="right", no_wrap=True)
