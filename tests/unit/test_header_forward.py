@@ -4,7 +4,7 @@ header a client can send (names and values are outside input)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritonctl.serve.core.header_forward import HeaderForwarding, HeaderPatternError, header_forwarding
@@ -14,6 +14,7 @@ NAMES = st.one_of(TOKEN, st.binary(max_size=20))
 VALUES = st.one_of(st.text(max_size=30), st.binary(max_size=30))
 
 
+@settings(deadline=None)  # the first example compiles the pattern after importing RE2
 @given(literal=TOKEN, headers=st.lists(st.tuples(NAMES, VALUES), max_size=8))
 def test_a_literal_pattern_forwards_the_names_that_contain_it_in_any_case(literal, headers):
     forwarded = HeaderForwarding(literal, "--http-header-forward-pattern").parameters(headers)
@@ -43,3 +44,15 @@ def test_no_flag_forwards_nothing_and_a_bad_pattern_says_why():
     assert message.startswith("--http-header-forward-pattern 'a(' is not a regular expression tritonserver accepts "
                               "(missing ): a()")
     assert "RE2 syntax" in message and "(?-i)" in message
+
+
+def test_a_transport_built_before_it_could_keep_headers_is_refused_only_when_asked_to():
+    from tritonctl.serve.native_front_end import make_transport
+
+    def old_build(address):  # a transport's constructor without the keep_* argument, as older builds have
+        return address
+
+    assert make_transport(lambda **keep: old_build("a", **keep), {}, "gRPC", "aio") == "a"
+    with pytest.raises(RuntimeError, match="this build of the C\\+\\+ gRPC transport cannot forward headers as "
+                                           "request parameters; reinstall tritonctl from source .*, or use the aio"):
+        make_transport(lambda **keep: old_build("a", **keep), {"keep_metadata": True}, "gRPC", "aio")

@@ -40,6 +40,18 @@ def use_native(protocol: str, transport: str, fallback: str, native: ModuleType,
     return False
 
 
+def make_transport(make: Callable, keeps: dict, protocol: str, fallback: str):
+    """``make(**keeps)``: a transport that keeps what header forwarding needs (``keeps``, empty
+    without forwarding). A transport built before it could keep it is refused only when asked to."""
+    try:
+        return make(**keeps)
+    except TypeError:
+        if not keeps:
+            raise
+        raise RuntimeError(f"this build of the C++ {protocol} transport cannot forward headers as request "
+                           f"parameters; {REINSTALL}, or use the {fallback} transport") from None
+
+
 class NativeFrontEnd:
     """Subclasses handle what ``transport.take_events()`` gives in ``_on_events``."""
 

@@ -17,7 +17,7 @@ import asyncio
 from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.grpc.handlers import HEALTH, INFER, MAX_MESSAGE, OK, STREAM, GrpcHandlers, status_of
-from tritonctl.serve.native_front_end import NativeFrontEnd
+from tritonctl.serve.native_front_end import NativeFrontEnd, make_transport
 
 try:
     from tritonctl.serve.grpc import _native
@@ -42,7 +42,9 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None):
         # The transport keeps each call's client metadata only where it is forwarded.
-        super().__init__(lambda: _native.Server(address, MAX_MESSAGE, STREAM, INFER, forwarding is not None))
+        keeps = {"keep_metadata": True} if forwarding is not None else {}
+        super().__init__(lambda: make_transport(lambda **keep: _native.Server(address, MAX_MESSAGE, STREAM, INFER,
+                                                                              **keep), keeps, "gRPC", "aio"))
         self.handlers = GrpcHandlers(server, forwarding)
         self.open: dict = {}  # call -> what to stop when the client goes: an InferCall, a task or a stream
 

@@ -15,7 +15,7 @@ import asyncio
 from http import HTTPStatus
 
 from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8
-from tritonctl.serve.native_front_end import NativeFrontEnd
+from tritonctl.serve.native_front_end import NativeFrontEnd, make_transport
 
 try:
     from tritonctl.serve.http import _native
@@ -43,7 +43,9 @@ class NativeHttpFrontEnd(NativeFrontEnd):
         # The transport keeps the headers as sent (names' spelling, values' trailing whitespace) only
         # where headers are forwarded.
         self.keep_sent_headers = handlers.forwarding is not None
-        super().__init__(lambda: _native.Server(host, port, handlers.max_input_size, self.keep_sent_headers))
+        keeps = {"keep_sent_headers": True} if self.keep_sent_headers else {}
+        super().__init__(lambda: make_transport(lambda **keep: _native.Server(host, port, handlers.max_input_size,
+                                                                              **keep), keeps, "HTTP", "uvicorn"))
         self.handlers = handlers
         self.running: dict = {}  # http request -> its InferCall, until answered
 
