@@ -6,8 +6,9 @@ side.
     python benchmarks/bench_pipeline.py --interval 500 --rounds 3 --jsonl /tmp/bench-pipeline.jsonl
 
 The example pipeline, made in code into a temporary directory: `pipe`, an ensemble (max batch 8)
-of `pre`, the 256-1024-1024-256 ONNX MLP, then `post`, a 256-256-256 ONNX MLP; both with one CPU
-instance and no dynamic batcher. The space is the same for every run: `--batch-sizes 8,32
+of `pre`, a 512-2048-2048-512 ONNX MLP (about 12 MFLOP a row, so the model rather than the client
+sets the pace), then `post`, a 512-512-512 ONNX MLP; both with one CPU instance and no dynamic
+batcher. The space is the same for every run: `--batch-sizes 8,32
 --queue-delays 0,500,2000 --instance-counts 1,2 --concurrency 16` (smart search, throughput).
 
 Then one bundled server measures the two outcomes head to head at the ensemble's endpoint,
@@ -42,18 +43,19 @@ from tritonctl.repo_schema.writer import to_json_dict  # noqa: E402
 
 SPACE = SearchSpace(batch_sizes=(8, 32), queue_delays_us=(0, 500, 2000), instance_counts=(1, 2), concurrency=(16,))
 CONCURRENCY = 16
+WIDTH = 512
 STEP_CONFIG = """name: "{name}"
 backend: "onnxruntime"
 max_batch_size: 8
-input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
-output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }} ]
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 512 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 512 ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """
 ENSEMBLE = """name: "pipe"
 platform: "ensemble"
 max_batch_size: 8
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 256 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 256 ] } ]
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 512 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 512 ] } ]
 ensemble_scheduling { step [
   { model_name: "pre" model_version: -1 input_map { key: "INPUT0" value: "INPUT" }
     output_map { key: "OUTPUT0" value: "hidden" } },
@@ -78,8 +80,8 @@ def mlp(path: Path, dims: list[int], seed: int) -> None:
         if not last:
             nodes.append(helper.make_node("Relu", [out], [f"h{i}"]))
             x = f"h{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["b", 256])],
-                              [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["b", 256])], weights)
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["b", dims[0]])],
+                              [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["b", dims[-1]])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ def mlp(path: Path, dims: list[int], seed: int) -> None:
 
 def make_repository(root: Path) -> Path:
     repo = root / "repo"
-    for name, dims, seed in (("pre", [256, 1024, 1024, 256], 0), ("post", [256, 256, 256], 1)):
+    for name, dims, seed in (("pre", [WIDTH, 4 * WIDTH, 4 * WIDTH, WIDTH], 0), ("post", [WIDTH] * 3, 1)):
         mlp(repo / name / "1" / "model.onnx", dims, seed)
         (repo / name / "config.pbtxt").write_text(STEP_CONFIG.format(name=name))
     (repo / "pipe" / "1").mkdir(parents=True)
@@ -136,6 +138,15 @@ def head_to_head(repo: Path, outcomes: dict[str, dict[str, str]], rounds: int, i
     return measured
 
 
+def summarize(config_json: str) -> str:
+    """``b8-d500-i2`` (``nobatcher`` without the dynamic batcher), as analyze names configs."""
+    config = json.loads(config_json)
+    count = sum(int(g.get("count", 1)) for g in config.get("instance_group", []))
+    batching = config.get("dynamic_batching")
+    delay = f"d{int(batching.get('max_queue_delay_microseconds', 0))}" if batching is not None else "nobatcher"
+    return f"b{config.get('max_batch_size')}-{delay}-i{count}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--interval", type=float, default=1000.0, help="window in ms, tuning and head to head")
@@ -157,12 +168,8 @@ def main() -> None:
     ratios = [j[0] / a[0] for j, a in zip(measured["joint"], measured["alone"]) if a[0]]
     record = {
         "rounds": args.rounds, "interval_ms": args.interval, "concurrency": CONCURRENCY,
-        "joint_configs": {k: json.loads(v).get("dynamic_batching", {}) | {"max_batch_size": json.loads(v)
-                                                                         .get("max_batch_size"),
-                          "instance_group": json.loads(v).get("instance_group")} for k, v in joint.items()},
-        "alone_configs": {k: json.loads(v).get("dynamic_batching", {}) | {"max_batch_size": json.loads(v)
-                                                                         .get("max_batch_size"),
-                          "instance_group": json.loads(v).get("instance_group")} for k, v in alone.items()},
+        "joint_configs": {k: summarize(v) for k, v in joint.items()},
+        "alone_configs": {k: summarize(v) for k, v in alone.items()},
         "joint_throughput": statistics.median(t for t, _ in measured["joint"]),
         "alone_throughput": statistics.median(t for t, _ in measured["alone"]),
         "joint_p99_ms": statistics.median(p for _, p in measured["joint"]),
