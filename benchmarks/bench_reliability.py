@@ -2,6 +2,7 @@
 
     python benchmarks/bench_reliability.py overload                 # 4x capacity, 20 s per protocol
     python benchmarks/bench_reliability.py overload --duration 60 --load-factor 8
+    python benchmarks/bench_reliability.py overload --trace-every 4   # and the server's own latencies
     python benchmarks/bench_reliability.py soak --soak-minutes 30   # mixed traffic, a reload every 30 s
     python benchmarks/bench_reliability.py soak --soak-minutes 2 --rate 50
 
@@ -18,7 +19,10 @@ their client had gone), the successes' p50/p99 latency against the queue timeout
 execution, the rejections' latency, the successes' mean time in the queue as the server
 measured it, the server's resident memory before, at its peak during, and after the load,
 and the machine's load average (1 min) at the end: on a shared machine the client's and the
-server's latencies grow with it.
+server's latencies grow with it. With ``--trace-every N`` the server traces every N-th request
+(Triton's trace, TIMESTAMPS) and a second table shows its own view of them: the time from the
+request's arrival in the server to its end, in the queue, in the model and after it, which tells
+the server's share of the client's latency from the transport's and the client's.
 
 soak: an onnxruntime model, a Python model and a third model (onnxruntime) that is reloaded
 through the repository API every ``--reload-s`` seconds, under rate-limited mixed traffic on
@@ -135,13 +139,13 @@ class Sample:
 class Server:
     """``tritonctl serve`` in explicit model-control mode, every model loaded, on free ports."""
 
-    def __init__(self, repo: Path, log: Path):
+    def __init__(self, repo: Path, log: Path, extra_args: tuple[str, ...] = ()):
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self._log = log.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tritonctl", "serve", str(repo), "--http-port", str(self.http_port),
              "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
-             "--model-control-mode", "explicit", "--load-model", "*", "--exit-timeout-secs", "10"],
+             "--model-control-mode", "explicit", "--load-model", "*", "--exit-timeout-secs", "10", *extra_args],
             stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -343,7 +347,11 @@ def run_overload(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         write_python_model(repo, "sleeper", SLEEPER_PY.format(sleep_s=args.sleep_ms / 1000), extra=policy)
-        server = Server(repo, Path(tmp) / "server.log")
+        trace_file = Path(tmp) / "trace.json"
+        tracing = ("--trace-config", "level=TIMESTAMPS", "--trace-config", f"rate={args.trace_every}",
+                   "--trace-config", f"triton,file={trace_file}") if args.trace_every else ()
+        server = Server(repo, Path(tmp) / "server.log", tracing)
+        windows = {}
         try:
             for protocol in args.protocols:
                 before = server.metrics("sleeper")
@@ -352,7 +360,9 @@ def run_overload(args) -> None:
                 time.sleep(0.5)
                 loader = overload_grpc if protocol == "grpc" else overload_http
                 port = server.grpc_port if protocol == "grpc" else server.http_port
+                started_ns = time.monotonic_ns()
                 outcomes = asyncio.run(loader(port, rate, args.duration, args.answer_within_s))
+                windows[protocol] = (started_ns, time.monotonic_ns())
                 time.sleep(2.0)
                 samples = sampler.stop()
                 after = server.metrics("sleeper")
@@ -363,6 +373,49 @@ def run_overload(args) -> None:
         finally:
             code = server.stop()
         print(f"\nserver exit status after SIGTERM: {code}")
+        if args.trace_every:
+            print_server_latencies(trace_file, windows, args)
+
+
+def server_timelines(trace_file: Path) -> list[dict[str, int]]:
+    """Every traced request's timestamps (name -> steady-clock ns) from Triton's trace file."""
+    timelines: dict[int, dict[str, int]] = {}
+    for entry in json.loads(trace_file.read_text()):
+        for stamp in entry.get("timestamps", ()):
+            timelines.setdefault(entry["id"], {})[stamp["name"]] = stamp["ns"]
+    return list(timelines.values())
+
+
+def print_server_latencies(trace_file: Path, windows: dict[str, tuple[int, int]], args) -> None:
+    """The server's own view of the traced requests (every ``--trace-every``-th), per protocol:
+    from the request's arrival in the Python server (REQUEST_START, after the transport has read
+    it and handed it over) to its end (REQUEST_END, the response handed to the transport), the
+    time in the queue and the model's time. The client's latency adds what happens before and
+    after: the transport's read, its wait to hand the request to Python, the reply's write, and
+    the client's own wait for a CPU."""
+    timelines = server_timelines(trace_file)
+    print(f"\nserver-side, from its trace (every {args.trace_every}th request): ms p50 / p99 / max")
+    print("| protocol | traced successes | REQUEST_START to REQUEST_END | queue (QUEUE_START to COMPUTE_START) | "
+          "model (COMPUTE_START to COMPUTE_END) | after the model (COMPUTE_END to last stamp) | "
+          "traced rejections at the deadline: REQUEST_START to REQUEST_END |")
+    print("|---|---|---|---|---|---|---|")
+
+    def spread(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return " / ".join(f"{v / 1e6:.1f}" for v in (np.percentile(values, 50), np.percentile(values, 99), max(values)))
+
+    for protocol, (start, end) in windows.items():
+        mine = [t for t in timelines if "REQUEST_END" in t and start <= t.get("REQUEST_START", -1) <= end]
+        ran = [t for t in mine if "COMPUTE_START" in t]
+        # refused when the queue was full: at once; timed out: after half the timeout at least
+        timed_out = [t for t in mine if "COMPUTE_START" not in t
+                     and t["REQUEST_END"] - t["REQUEST_START"] >= args.timeout_ms * 1e6 / 2]
+        print(f"| {protocol} | {len(ran)} | {spread([t['REQUEST_END'] - t['REQUEST_START'] for t in ran])} | "
+              f"{spread([t['COMPUTE_START'] - t['QUEUE_START'] for t in ran])} | "
+              f"{spread([t['COMPUTE_END'] - t['COMPUTE_START'] for t in ran])} | "
+              f"{spread([max(t.values()) - t['COMPUTE_END'] for t in ran])} | "
+              f"{spread([t['REQUEST_END'] - t['REQUEST_START'] for t in timed_out])} |")
 
 
 def print_overload_row(protocol: str, outcomes: Outcomes, before: dict, after: dict, samples: list[Sample],
@@ -539,6 +592,9 @@ def main() -> None:
     parser.add_argument("--timeout-ms", type=float, default=50.0, help="overload: default_timeout_microseconds / 1000")
     parser.add_argument("--answer-within-s", type=float, default=10.0,
                         help="overload: a request not answered in this time counts as unanswered")
+    parser.add_argument("--trace-every", type=int, default=0,
+                        help="overload: trace every N-th request (Triton's trace, TIMESTAMPS) and show the "
+                             "server's own latencies beside the client's; 0: no trace")
     parser.add_argument("--soak-minutes", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=100.0, help="soak: requests per second, both protocols")
     parser.add_argument("--reload-s", type=float, default=30.0, help="soak: seconds between reloads")

@@ -16,7 +16,7 @@ from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
 from tritonctl.serve.core.responder import Responder
-from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler
+from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
@@ -64,7 +64,7 @@ class ModelVersion:
             self.scheduler = self._sequence_scheduler(config, model_dir, instances)
         else:
             self.scheduler = DynamicBatchScheduler(self.name, BatchingOptions.from_config(config), instances,
-                                                   self._run_batch, self.stats)
+                                                   self._run_fresh, self.stats)
 
     def _sequence_scheduler(self, config, model_dir: Path, instances: list[ModelInstance]):
         from tritonctl.serve.core.sequence import SequenceScheduler
@@ -176,19 +176,32 @@ class ModelVersion:
             data = data.astype(object)
         return data
 
-    def _run_batch(self, instance: ModelInstance, batch: list[InferRequest]) -> None:
+    def _run_fresh(self, instance: ModelInstance, batch: list[InferRequest]) -> None:
+        """The dynamic batcher's: run ``batch`` without the requests that went stale on the way
+        from the queue (``scheduler.drop_stale``), looked at the last moment before the backend
+        gets them. (A sequence batch keeps its slots: its requests are never left out.)"""
+        self._run_batch(instance, batch, fresh_only=True)
+
+    def _run_batch(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool = False) -> None:
         if isinstance(instance, RequestBackend):
-            self._run_requests(instance, batch)
+            self._run_requests(instance, batch, fresh_only)
             return
         start = time.monotonic_ns()
-        total = sum(r.batch_size for r in batch)
         try:
-            names = batch[0].inputs.keys()
-            inputs = {n: self._model_input(n, [r.inputs[n].data for r in batch], total) for n in names}
-            if self.ragged.batch_inputs:
-                inputs.update(self.ragged.batch_input_tensors(batch))
-            wanted = self._wanted_outputs(batch)
-            wanted = wanted + [n for n in self.state_outputs if n not in wanted]  # never all_outputs itself
+            while True:
+                total = sum(r.batch_size for r in batch)
+                names = batch[0].inputs.keys()
+                inputs = {n: self._model_input(n, [r.inputs[n].data for r in batch], total) for n in names}
+                if self.ragged.batch_inputs:
+                    inputs.update(self.ragged.batch_input_tensors(batch))
+                wanted = self._wanted_outputs(batch)
+                wanted = wanted + [n for n in self.state_outputs if n not in wanted]  # never all_outputs itself
+                fresh = drop_stale(batch, self.stats) if fresh_only else batch
+                if fresh is batch:
+                    break
+                if not fresh:
+                    return
+                batch = fresh  # gathered again without the stale ones (rare: only at a deadline)
             computed = time.monotonic_ns()
             self._count_stale(batch, computed)
             produced = instance.execute(inputs, wanted)
@@ -266,8 +279,12 @@ class ModelVersion:
                 outputs.append(InferTensor(name, spec.datatype if strict else _datatype(data, spec), data))
         return InferResponse(self.name, self.version_str, request.id, outputs)
 
-    def _run_requests(self, instance: RequestBackend, batch: list[InferRequest]) -> None:
+    def _run_requests(self, instance: RequestBackend, batch: list[InferRequest], fresh_only: bool = False) -> None:
         """A backend that answers each request of the batch on its own (Python models)."""
+        if fresh_only:
+            batch = drop_stale(batch, self.stats)
+            if not batch:
+                return
         start = time.monotonic_ns()
         self._count_stale(batch, start)
         try:

@@ -387,33 +387,11 @@ class DynamicBatchScheduler:
                 continue
             self.stats.add_pending(-len(batch))
             try:
-                batch = self._drop_stale(batch)
-                if batch:
-                    self._run_batch(instance, batch)
+                self._run_batch(instance, batch)
             finally:
                 with self._cond:
                     self._busy -= 1
                     self._cond.notify_all()
-
-    def _drop_stale(self, batch: list[InferRequest]) -> list[InferRequest]:
-        """The requests of ``batch`` still worth running; the others fail as in ``_expire``. Looked
-        at again outside the lock, right before the run: the worker may have waited for the GIL
-        since it formed the batch, and a request at the head of a full queue is near its deadline."""
-        now = time.monotonic_ns()
-        if not any(r.cancelled or 0 < r.reject_after_ns <= now for r in batch):
-            return batch
-        fresh = []
-        for request in batch:
-            if request.cancelled:
-                error, reason = ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED"
-            elif 0 < request.reject_after_ns <= now:
-                error, reason = unavailable("Request timeout expired"), "REJECTED"
-            else:
-                fresh.append(request)
-                continue
-            self.stats.record_failure(now - request.arrival_ns, reason)
-            request.finish(None, error)
-        return fresh
 
     def hold_in_order(self, request: InferRequest) -> None:
         """With preserve_ordering, make ``request`` (answered without queueing: a cache hit)
@@ -455,3 +433,26 @@ class DynamicBatchScheduler:
         for request in requests:
             self.stats.add_pending(-1)
             request.finish(None, error)
+
+
+def drop_stale(batch: list[InferRequest], stats: ModelStats) -> list[InferRequest]:
+    """The requests of ``batch`` still worth running; the others (client gone, or queue timeout
+    passed under a REJECT policy) are answered as the queue answers them (``_expire``). The model
+    calls it on a batch of the dynamic batcher right before it hands the batch to the backend:
+    the worker may have waited for the GIL or gathered inputs since it took the batch from the
+    queue, and under overload the request at the head of a full queue is near its deadline."""
+    now = time.monotonic_ns()
+    if not any(r.cancelled or 0 < r.reject_after_ns <= now for r in batch):
+        return batch
+    fresh = []
+    for request in batch:
+        if request.cancelled:
+            error, reason = ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED"
+        elif 0 < request.reject_after_ns <= now:
+            error, reason = unavailable("Request timeout expired"), "REJECTED"
+        else:
+            fresh.append(request)
+            continue
+        stats.record_failure(now - request.arrival_ns, reason)
+        request.finish(None, error)
+    return fresh
