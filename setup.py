@@ -40,7 +40,8 @@ def extensions() -> list[Extension]:
         linking = [f for f in flags if f.startswith(("-l", "-L", "-Wl"))]
         compiling = [f for f in flags if f not in linking]
         built.append(Extension(module, [source], include_dirs=[pybind11.get_include(), "tritonctl/serve"],
-                               depends=["tritonctl/serve/event_queue.h"], language="c++",
+                               depends=["tritonctl/serve/event_queue.h", "tritonctl/serve/http/over_limit.h"],
+                               language="c++",
                                extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden", *compiling],
                                extra_link_args=linking))
     return built

@@ -76,6 +76,10 @@ class UvicornFrontEnd:
             await asyncio.wait([self._task], timeout=grace_s + 1)
 
 
+# The most a request's line and headers may take, as in the C++ transport (over_limit.h kMaxHead).
+MAX_HEAD_BYTES = 64 * 1024
+
+
 def _chunked_with_length_protocol(keep_sent_headers: bool = False):
     """uvicorn's httptools protocol, except that a request carrying both ``Transfer-Encoding:
     chunked`` and ``Content-Length`` is read as chunked (RFC 9112 6.3: Transfer-Encoding wins)
@@ -83,19 +87,75 @@ def _chunked_with_length_protocol(keep_sent_headers: bool = False):
     such as ``requests`` send both when given a pre-chunked body and the header (Triton's L0_http).
     ``keep_sent_headers``: the scope also gets the headers' names as sent (ASGI's are lower case),
     in the order of its ``headers``, under ``SENT_NAMES``: forwarded headers are named so (httptools
-    keeps a value's trailing whitespace, as Triton does)."""
+    keeps a value's trailing whitespace, as Triton does).
+
+    A head (request line and headers, without their line ends, as libevent counts them) over
+    ``MAX_HEAD_BYTES`` is refused with 400 and the connection closed, as in the C++ transport:
+    uvicorn keeps a head whole in memory and sets no bound of its own. The head's complete lines
+    are counted as the parser gives them; a line still incomplete is counted over the reads that
+    find the head begun and still not complete, so memory stays within the limit plus one read."""
+    import json
+
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     from tritonctl.serve.http.asgi import SENT_NAMES
+
+    refusal = json.dumps({"error": f"Request header exceeds the maximum allowed size of {MAX_HEAD_BYTES} bytes"},
+                         separators=(",", ":")).encode()
 
     class Protocol(HttpToolsProtocol):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+            self._in_head = False
+            self._head_lines = 0  # the bytes of the head's complete lines
+            self._head_reads = 0  # the bytes of the reads that found the head begun and left it incomplete
+            self._refused = False
 
-        if keep_sent_headers:
-            def on_header(self, name: bytes, value: bytes) -> None:
-                super().on_header(name, value)
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_head = True
+            self._head_lines = self._head_reads = 0
+
+        def on_url(self, url: bytes) -> None:
+            super().on_url(url)
+            self._count(len(url) + len("GET  HTTP/1.1"))
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            super().on_header(name, value)
+            if keep_sent_headers:
                 self.scope.setdefault(SENT_NAMES, []).append(name)
+            self._count(len(name) + len(value) + 2)
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            super().on_headers_complete()
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            in_head = self._in_head
+            super().data_received(data)
+            if in_head and self._in_head and not self._refused:
+                self._head_reads += len(data)
+                if self._head_reads > MAX_HEAD_BYTES:
+                    self._refuse()
+
+        def send_400_response(self, msg: str) -> None:
+            if not self._refused:  # else refused already, and the parser stopped on it
+                super().send_400_response(msg)
+
+        def _count(self, size: int) -> None:
+            self._head_lines += size
+            if self._head_lines > MAX_HEAD_BYTES:
+                self._refuse()
+                raise httptools.HttpParserError("request head too long")  # stops the parser
+
+        def _refuse(self) -> None:
+            self._refused = True
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(refusal), refusal))
+            self.transport.close()
 
     return Protocol

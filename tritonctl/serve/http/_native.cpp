@@ -37,6 +37,7 @@
 #include <pybind11/stl.h>
 
 #include "event_queue.h"
+#include "http/over_limit.h"
 
 namespace py = pybind11;
 
@@ -151,8 +152,8 @@ class Server : public std::enable_shared_from_this<Server> {
       Free();
       throw std::runtime_error("cannot create the HTTP server");
     }
-    evhttp_set_max_body_size(http_, max_body_bytes);
-    // A body over the limit is read to its end before the 413 goes out, so the client sees it.
+    over_limit_ = std::make_unique<OverLimitAnswers>(http_, max_body_bytes);
+    // A body over the limit is read to its end before the refusal goes out, so the client sees it.
     evhttp_set_flags(http_, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
                                           EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
@@ -227,6 +228,7 @@ class Server : public std::enable_shared_from_this<Server> {
   void Free() {
     if (wake_ != nullptr) event_free(wake_);
     if (http_ != nullptr) evhttp_free(http_);
+    over_limit_.reset();  // after its connections are gone
     if (base_ != nullptr) event_base_free(base_);
     wake_ = nullptr;
     http_ = nullptr;
@@ -241,6 +243,7 @@ class Server : public std::enable_shared_from_this<Server> {
 
   static void OnRequest(evhttp_request* req, void* arg) {
     auto* self = static_cast<Server*>(arg);
+    self->over_limit_->HandedOver(req);
     auto state = std::make_shared<RequestState>();
     state->server = self;
     state->owner = self->weak_from_this();
@@ -412,7 +415,11 @@ class Server : public std::enable_shared_from_this<Server> {
     if (answered != 0) self->Answered(answered);
   }
 
-  static void OnSent(evhttp_request*, void* arg) { static_cast<Server*>(arg)->Answered(1); }
+  static void OnSent(evhttp_request* req, void* arg) {
+    auto* self = static_cast<Server*>(arg);
+    self->over_limit_->Replied(req);
+    self->Answered(1);
+  }
 
   void Answered(uint64_t count) {
     std::lock_guard<std::mutex> lock(reply_mu_);
@@ -437,6 +444,7 @@ class Server : public std::enable_shared_from_this<Server> {
   uint64_t received_ = 0;
   uint64_t answered_ = 0;
   bool stopped_ = false;
+  std::unique_ptr<OverLimitAnswers> over_limit_;  // the transport's thread only
 };
 
 std::string ToString(py::handle value) {
