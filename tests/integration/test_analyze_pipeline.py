@@ -85,7 +85,9 @@ def test_bls_model_steps_searched_together_at_its_endpoint(repo, tmp_path):
     frame = result.frame
     assert {"pre.max_batch_size", "post.max_batch_size", "pre.share", "post.share"} <= set(frame.columns)
     assert (frame["pre.share"] > 0).all() and (frame["post.share"] > 0).all()
-    assert (tmp_path / "out" / "report.html").is_file()
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="pipeline"' in html and "Python model calling through BLS" in html
+    assert html.count("% (queue ") >= 2  # each step's share at the chosen config
 
 
 def test_resume_measures_nothing_again(repo, tmp_path):

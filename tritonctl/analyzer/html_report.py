@@ -76,6 +76,7 @@ def render_html_report(measurements: "pandas.DataFrame", meta: dict) -> str:
         plotly_js=get_plotlyjs() if figures else "", version=meta.get("tritonctl_version", ""),
         measured_points=len(frame), period=fmt.period(meta), final=_final_round(meta.get("final_round")),
         unexplored=", ".join(meta.get("unexplored_knobs") or ()), why=_why(meta.get("why")),
+        pipeline=_pipeline(meta.get("pipeline")),
     )
 
 
@@ -100,6 +101,30 @@ def _final_round(final: dict | None) -> dict | None:
                "config spread; a margin counts only beyond both bands." if rounds else
                "Only one measured config met the constraints, so there was nothing to measure it against.")
     return dict(rows=rows, caption=caption, verdict=f"Chosen: {final.get('chosen')}, {final.get('verdict', '')}.")
+
+
+def _pipeline(pipeline: dict | None) -> dict | None:
+    """A pipeline run: per step, its chosen and default config and its share of the latency at each."""
+    if not pipeline:
+        return None
+    shares = pipeline.get("latency_share") or {}
+    chosen_ids, default_ids = pipeline.get("chosen") or {}, pipeline.get("default") or {}
+
+    def share(which: str, step: str) -> str:
+        entry = (shares.get(which) or {}).get(step)
+        if not entry or entry.get("share") is None:
+            return "-"
+        batch = f", batch {entry['avg_batch_size']:.1f}" if entry.get("avg_batch_size") is not None else ""
+        return (f"{100 * entry['share']:.0f}% (queue {fmt.ms(entry['queue_us'] / 1e3)} ms, compute "
+                f"{fmt.ms(entry['compute_us'] / 1e3)} ms{batch})")
+
+    rows = [dict(step=step, chosen=chosen_ids.get(step, "-"), chosen_share=share("chosen", step),
+                 default=default_ids.get(step, "-"), default_share=share("default", step))
+            for step in pipeline.get("steps") or ()]
+    whole = {which: (shares.get(which) or {}).get("pipeline_us") for which in ("chosen", "default")}
+    return dict(kind="ensemble" if pipeline.get("kind") == "ensemble" else "Python model calling through BLS",
+                model=pipeline.get("model", "?"), rows=rows,
+                whole=", ".join(f"{which} {fmt.ms(us / 1e3)} ms" for which, us in whole.items() if us))
 
 
 def _why(why: dict | None) -> dict | None:
