@@ -100,6 +100,15 @@ def test_resume_measures_nothing_again(repo, tmp_path):
     assert not (tmp_path / "out" / "post").exists()  # only the named step is tuned
 
 
+def test_exhaustive_measures_the_whole_product(repo, tmp_path):
+    space = SearchSpace(batch_sizes=(8,), queue_delays_us=(0, 500), instance_counts=(1,), concurrency=(2,))
+    result = _run(repo, tmp_path / "out", "pipe", space, strategy="exhaustive")
+    measured = {r.config_id for r in result.results}
+    assert result.meta["candidates_total"] == 5 and len(measured) == 5  # 2 x 2 and the default
+    assert "pre:b8-d0-i1-cpu+post:b8-d500-i1-cpu" in measured
+    assert result.meta["final_round"] is not None
+
+
 def test_cli_composing_models(repo, tmp_path, capsys):
     code, out, err = cli(capsys, "analyze", str(repo), "-m", "bls", "--composing-models", "pre,post", "-o", str(tmp_path / "out"),
                  "--batch-sizes", "4", "--queue-delays", "0", "--instance-counts", "1", "--concurrency", "2",
