@@ -99,3 +99,18 @@ def test_parameters_suite_passes(qa, serve_args):
     assert len(cases) == 16 and sum(name.startswith("[headers] ") for name in cases) == 8
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         name: ("passed", "") for name in cases}
+
+
+def test_string_io_suite_passes(qa, serve_args):
+    """L0_string_io: BYTES tensors of numbers, text and non-UTF-8 bytes, as numpy object and
+    bytes arrays, round-trip through the identity models over gRPC and HTTP, binary and JSON
+    (non-UTF-8 bytes cannot go as JSON: the client refuses them). Its test file is fetched, not
+    kept here (tests/triton_qa/README.md)."""
+    suites, runner = qa
+    suite = suites.SUITES["L0_string_io"]
+    absent = runner._upstream_absent(suite)
+    if absent:
+        pytest.skip(absent)
+    cases = _run(qa, suite, serve_args)
+    assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
+        "ClientStringTest.test_tf_unicode_bytes": ("passed", "")}

@@ -39,7 +39,7 @@ REPO_ROOT = HERE.parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
-from suites import SUITES, Phase, Suite  # noqa: E402
+from suites import FETCHED, SUITES, Phase, Suite, upstream_path  # noqa: E402
 
 UPSTREAM_PORTS = (8000, 8001, 8002)  # what the tests hardcode: localhost:8000 / :8001 / :8002
 PORT_PATTERN = re.compile(r"(?<=:)(8000|8001|8002)\b")
@@ -149,6 +149,13 @@ def _engine_absent(engine: str) -> str | None:
     return unavailable_reason()
 
 
+def _upstream_absent(suite: Suite) -> str | None:
+    if upstream_path(suite.name).is_dir():
+        return None
+    return (f"the upstream files of {suite.name} are neither in tests/triton_qa/upstream nor in {FETCHED} "
+            "(tests/triton_qa/README.md says how to fetch them)")
+
+
 def _read_cases(report: Path) -> dict[str, CaseResult]:
     if not report.is_file():
         return {}
@@ -166,13 +173,24 @@ def _first_line(text: str) -> str:
     return " ".join(lines)[:400]
 
 
+# numpy < 1.24's aliases of the builtin types, for test files written against it (a
+# sitecustomize.py beside the staged ../common, which is on the client's PYTHONPATH).
+NUMPY_ALIASES = """import numpy
+for _name, _type in (("object", object), ("bool", bool), ("int", int), ("float", float), ("str", str)):
+    if _name not in numpy.__dict__:
+        setattr(numpy, _name, _type)
+"""
+
+
 def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
     """A copy of the suite's test files beside ../common, as in Triton's qa/ tree; returns the
     suite's directory (the tests' working directory). The copies' hardcoded ports 8000/8001/8002
     become the free ports of this run, so that runs never collide with another server."""
     shutil.copytree(HERE / "upstream" / "common", workdir / "common")
     suite_dir = workdir / suite.name
-    shutil.copytree(HERE / "upstream" / suite.name, suite_dir)  # may be nested: L0_backend_python/io
+    shutil.copytree(upstream_path(suite.name), suite_dir)  # may be nested: L0_backend_python/io
+    if suite.numpy_aliases:
+        (workdir / "common" / "sitecustomize.py").write_text(NUMPY_ALIASES)
     mapping = dict(zip(map(str, UPSTREAM_PORTS), map(str, ports)))
     for source in [*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py")]:
         text = source.read_text()
@@ -187,7 +205,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
     """Every case of ``suite`` on ``engine``; ``serve_args`` go to ``tritonctl serve`` (e.g. the
     Python transports: --grpc-transport aio --http-transport uvicorn)."""
     run = SuiteRun(suite.name, engine)
-    absent = _engine_absent(engine)
+    absent = _engine_absent(engine) or _upstream_absent(suite)
     if absent:
         run.problem = absent
         return run

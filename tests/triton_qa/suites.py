@@ -5,6 +5,7 @@ on a CPU-only machine without Triton's C++ backends, each with its reason."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -13,7 +14,19 @@ from typing import Callable
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
 STANDINS = Path(__file__).resolve().parent / "standins"
-PYTHON_MODELS = UPSTREAM / "python_models"
+# Upstream files this checkout does not carry, laid out as upstream/ (L0_<suite>/, python_models/):
+# fetched once from triton-inference-server/server's qa/ into this directory (see README.md).
+FETCHED = Path(os.environ.get("QA_UPSTREAM_FETCHED")
+               or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonctl-qa-upstream")
+
+
+def upstream_path(relative: str) -> Path:
+    """``relative`` (e.g. "L0_string_io" or "python_models/string_identity") under upstream/,
+    else under FETCHED; the upstream/ path when neither has it."""
+    for root in (UPSTREAM, FETCHED):
+        if (root / relative).exists():
+            return root / relative
+    return UPSTREAM / relative
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,9 @@ class Suite:
     not_applicable: dict[str, str] = field(default_factory=dict)  # "[label] Class.test" -> reason
     env: dict[str, str] = field(default_factory=dict)
     server_log: str | None = None  # where the tests read the server's log, in the suite directory
+    # The test file uses numpy aliases that numpy 1.24 removed (np.object, np.bool, ...): the
+    # client gets them back as the builtins they were, as under the numpy the file was written for.
+    numpy_aliases: bool = False
     case_timeout_s: int = 120
     suite_timeout_s: int = 900
     start_timeout_s: float = 120
@@ -66,7 +82,7 @@ def copy_model(source: Path, repository: Path, name: str | None = None, version:
 
 
 def python_model(name: str) -> Path:
-    return PYTHON_MODELS / name
+    return upstream_path(f"python_models/{name}")
 
 
 # ------------------------------------------------------------ L0_input_validation
@@ -332,6 +348,29 @@ LIFECYCLE = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_string_io
+
+def build_string_io(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository: qa_identity_model_repository's graphdef_nobatch_zero_1_object (a
+    TensorFlow identity model over one BYTES tensor of any length, here the Python identity
+    stand-in with that config) and python_models/string_identity with its dims [ 1 ] made
+    [ 8 ] by test.sh's sed."""
+    identity_standin(repository, "graphdef_nobatch_zero_1_object",
+                     'name: "graphdef_nobatch_zero_1_object"\nbackend: "identity"\nmax_batch_size: 0\n'
+                     'input [{ name: "INPUT0" \n data_type: TYPE_STRING \n dims: [ -1 ] }]\n'
+                     'output [{ name: "OUTPUT0" \n data_type: TYPE_STRING \n dims: [ -1 ] }]\n')
+    copy_model(python_model("string_identity"), repository,
+               config_edit=lambda config: config.replace("[ 1 ]", "[ 8 ]", 1))
+
+
+STRING_IO = Suite(
+    name="L0_string_io",
+    tests=("string_client_test.py",),
+    build=build_string_io,
+    numpy_aliases=True,  # the stored string_client_test.py uses np.object
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -342,4 +381,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     REQUEST_RESCHEDULING,
     MODEL_CONTROL,
     LIFECYCLE,
+    STRING_IO,
 )}
