@@ -371,6 +371,25 @@ STRING_IO = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_queue_timeout
+
+def build_queue_timeout(suite_dir: Path, repository: Path) -> None:
+    """One identity model whose execution (8 s) outlasts the queue policy's 1 s timeout, one
+    instance, so that the second request waits in the queue. The stored copy of Triton's qa/
+    this port read has the suite's test file but not its test.sh: the config is test.sh's
+    (identity backend, execute_delay_ms 8000, REJECT after 1 s, max_queue_size 8) as
+    remembered, and all the case needs is an execution longer than 6 s and a timeout under 2 s."""
+    identity_standin(repository, "dynamic_batch",
+                     'name: "dynamic_batch"\nbackend: "identity"\nmax_batch_size: 1\n' + _io("TYPE_FP32")
+                     + "instance_group [{ count: 1 \n kind: KIND_CPU }]\n"
+                     + "dynamic_batching { \n preferred_batch_size: [ 1 ] \n default_queue_policy {"
+                       " timeout_action: REJECT \n default_timeout_microseconds: 1000000 \n max_queue_size: 8 } }\n"
+                     + 'parameters [{ key: "execute_delay_ms" \n value: { string_value: "8000" } }]\n')
+
+
+QUEUE_TIMEOUT = Suite(name="L0_queue_timeout", tests=("queue_timeout_test.py",), build=build_queue_timeout)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -382,4 +401,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     MODEL_CONTROL,
     LIFECYCLE,
     STRING_IO,
+    QUEUE_TIMEOUT,
 )}
