@@ -155,7 +155,10 @@ def test_a_head_that_never_ends_is_cut_at_the_limit(served):
     post("/v2/models/add_sub/infer", "Content-Length: -5\r\n"),
     b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nA header line without a colon\r\n\r\n",
     post("/v2/models/add_sub/infer", "Transfer-Encoding: chunked\r\n", b"zz\r\nabc\r\n0\r\n\r\n"),
-], ids=["not-http", "length-not-a-number", "negative-length", "header-without-colon", "bad-chunk-size"])
+    # two lengths that differ: refused (RFC 9112 6.3), and nothing after it on the connection is read
+    post("/v2/models/add_sub/infer", "Content-Length: 2\r\nContent-Length: 40\r\n", b"{}" + b"x" * 38),
+], ids=["not-http", "length-not-a-number", "negative-length", "header-without-colon", "bad-chunk-size",
+        "conflicting-lengths"])
 def test_framing_that_is_not_http_gets_400_and_uvicorns_text(served, data):
     status, content_type, body = refusal(served, data)
     assert (status, content_type.split(";")[0], body.decode()) == (400, "text/plain", NOT_HTTP)

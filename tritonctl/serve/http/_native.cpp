@@ -243,7 +243,13 @@ class Server : public std::enable_shared_from_this<Server> {
 
   static void OnRequest(evhttp_request* req, void* arg) {
     auto* self = static_cast<Server*>(arg);
-    self->over_limit_->HandedOver(req);
+    if (!self->over_limit_->HandedOver(req)) {  // refused as not HTTP; the connection closes
+      evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; charset=utf-8");
+      evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+      evbuffer_add_printf(evhttp_request_get_output_buffer(req), "%s", OverLimitAnswers::kNotHttp);
+      evhttp_send_reply(req, 400, "Bad Request", nullptr);
+      return;
+    }
     auto state = std::make_shared<RequestState>();
     state->server = self;
     state->owner = self->weak_from_this();

@@ -42,10 +42,17 @@ class OverLimitAnswers {
   }
 
   // evhttp hands `req` to the server: what is written on its connection from now is the server's.
-  void HandedOver(evhttp_request* req) {
+  // False when the request must be refused as not HTTP although evhttp read it: its head has
+  // Content-Length headers that differ (evhttp takes the first; RFC 9112 6.3 and uvicorn refuse it,
+  // and a proxy in front may have taken another, so the rest of the connection is not read).
+  bool HandedOver(evhttp_request* req) {
     auto found = connections_.find(StreamOf(req));
-    if (found != connections_.end()) found->second.handed_over = true;
+    if (found == connections_.end()) return true;
+    found->second.handed_over = true;
+    return !found->second.conflicting_lengths;
   }
+
+  static constexpr const char* kNotHttp = "Invalid HTTP request received.";  // uvicorn's text
 
   // The reply to a request of the connection has been written out (its on-complete callback):
   // the connection's next request starts with what its input holds now.
@@ -67,6 +74,7 @@ class OverLimitAnswers {
     int64_t declared = -1;     // Content-Length, or -1: none (chunked, or not known)
     size_t after_head = 0;     // the bytes read since the head's end (the body, chunked framing and all)
     bool handed_over = false;  // evhttp gave the request to the server: a reply now is the server's
+    bool conflicting_lengths = false;  // Content-Length headers that differ
   };
 
   static bufferevent* StreamOf(evhttp_request* req) {
@@ -178,7 +186,7 @@ class OverLimitAnswers {
       return Reply(minor_version, "application/json", "{\"error\":\"Request header exceeds the maximum allowed "
                                                       "size of " + std::to_string(kMaxHead) + " bytes\"}");
     }
-    return Reply(minor_version, "text/plain; charset=utf-8", "Invalid HTTP request received.");
+    return Reply(minor_version, "text/plain; charset=utf-8", kNotHttp);
   }
 
   // Keep the input's bytes from `from` on while the head is not complete, then read what it declares.
@@ -204,7 +212,7 @@ class OverLimitAnswers {
       if (end != 0) {
         connection.head_size = LineBytes(head.substr(0, end));
         connection.after_head = head.size() - end;
-        connection.declared = Declared(head.substr(0, end));
+        connection.declared = Declared(head.substr(0, end), &connection.conflicting_lengths);
         connection.reading_head = false;
         connection.head = std::string();
         return;
@@ -232,8 +240,9 @@ class OverLimitAnswers {
   }
 
   // As evhttp reads it: a first Transfer-Encoding of "chunked" wins; else the first Content-Length.
-  static int64_t Declared(const std::string& head) {
+  static int64_t Declared(const std::string& head, bool* conflicting_lengths) {
     bool seen_length = false, seen_encoding = false, chunked = false;
+    std::string first_length;
     int64_t declared = -1;
     size_t start = head.find('\n');
     while (start != std::string::npos && start + 1 < head.size()) {
@@ -247,8 +256,11 @@ class OverLimitAnswers {
       size_t first = line.find_first_not_of(" \t", colon + 1);
       size_t last = line.find_last_not_of(" \t");
       std::string value = first == std::string::npos ? "" : line.substr(first, last - first + 1);
-      if (name == "content-length" && !seen_length) {
+      if (name == "content-length" && seen_length) {
+        *conflicting_lengths = *conflicting_lengths || value != first_length;
+      } else if (name == "content-length") {
         seen_length = true;
+        first_length = value;
         if (!value.empty() && value.size() < 19 && value.find_first_not_of("0123456789") == std::string::npos) {
           declared = std::stoll(value);
         }
