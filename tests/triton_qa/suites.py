@@ -390,6 +390,37 @@ def build_queue_timeout(suite_dir: Path, repository: Path) -> None:
 QUEUE_TIMEOUT = Suite(name="L0_queue_timeout", tests=("queue_timeout_test.py",), build=build_queue_timeout)
 
 
+# ------------------------------------------------------------ L0_http
+
+def _identity_config(name: str, count: int, data_type: str, dims: str, max_batch_size: int = 8) -> str:
+    tensors = lambda kind: ", ".join(f'{{ name: "{kind}{i}" \n data_type: {data_type} \n dims: {dims} }}'
+                                     for i in range(count))
+    return (f'name: "{name}"\nbackend: "identity"\nmax_batch_size: {max_batch_size}\n'
+            f"input [ {tensors('INPUT')} ]\noutput [ {tensors('OUTPUT')} ]\n")
+
+
+def build_http(suite_dir: Path, repository: Path) -> None:
+    """test.sh's python_unit_test_models, the repository of its http_test.py run: ONNX identity
+    models of qa_identity_model_repository (the identity stand-in with their configs: batching
+    up to 8, variable-sized dims, FP16's two of them), onnx_zero_1_object_1_element (test.sh's
+    sed makes its first -1 a 1) and onnx_zero_1_float32_queue (a queue of at most one request
+    that holds it up to 1 s for a batch of 8)."""
+    identity_standin(repository, "onnx_zero_1_float32", _identity_config("onnx_zero_1_float32", 1, "TYPE_FP32", "[ -1 ]"))
+    identity_standin(repository, "onnx_zero_1_object", _identity_config("onnx_zero_1_object", 1, "TYPE_STRING", "[ -1 ]"))
+    identity_standin(repository, "onnx_zero_1_float16",
+                     _identity_config("onnx_zero_1_float16", 1, "TYPE_FP16", "[ -1, -1 ]"))
+    identity_standin(repository, "onnx_zero_3_float32", _identity_config("onnx_zero_3_float32", 3, "TYPE_FP32", "[ -1 ]"))
+    identity_standin(repository, "onnx_zero_1_object_1_element",
+                     _identity_config("onnx_zero_1_object_1_element", 1, "TYPE_STRING", "[ -1 ]").replace("-1", "1", 1))
+    identity_standin(repository, "onnx_zero_1_float32_queue",
+                     _identity_config("onnx_zero_1_float32_queue", 1, "TYPE_FP32", "[ -1 ]")
+                     + "dynamic_batching { \n    max_queue_delay_microseconds: 1000000\n    preferred_batch_size: [ 8 ]\n"
+                       "    default_queue_policy {\n        max_queue_size: 1\n    }\n}\n")
+
+
+HTTP = Suite(name="L0_http", tests=("http_test.py",), build=build_http)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -402,4 +433,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     LIFECYCLE,
     STRING_IO,
     QUEUE_TIMEOUT,
+    HTTP,
 )}
