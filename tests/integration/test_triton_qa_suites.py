@@ -130,3 +130,18 @@ def test_http_suite_passes(qa, serve_args):
     assert len(cases) == 9
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         name: ("passed", "") for name in cases}
+
+
+def test_bls_parameters_suite_passes(qa, serve_args):
+    """L0_backend_python/bls's bls_parameters run: a model that calls itself three times through
+    BLS, adding bool, int and string request parameters at every step, gets them all back. Its
+    files are fetched, not kept here (tests/triton_qa/README.md)."""
+    suites, runner = qa
+    suite = suites.SUITES["L0_backend_python/bls"]
+    absent = runner._upstream_absent(suite) or (
+        None if suites.python_model("bls_parameters").is_dir() else "python_models/bls_parameters is not fetched")
+    if absent:
+        pytest.skip(absent)
+    cases = _run(qa, suite, serve_args)
+    assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
+        "TestBlsParameters.test_bls_parameters": ("passed", "")}

@@ -421,6 +421,24 @@ def build_http(suite_dir: Path, repository: Path) -> None:
 HTTP = Suite(name="L0_http", tests=("http_test.py",), build=build_http)
 
 
+# ------------------------------------------------------------ L0_backend_python/bls
+
+def build_bls_parameters(suite_dir: Path, repository: Path) -> None:
+    """test.sh's params_models: bls_parameters, which calls itself through BLS, adding request
+    parameters of each type at every step (its config gives it 4 instances for the 3 steps)."""
+    copy_model(python_model("bls_parameters"), repository)
+
+
+BLS = Suite(
+    name="L0_backend_python/bls",
+    tests=("bls_parameters_test.py",),
+    build=build_bls_parameters,
+    # test.sh's main run (python_unittest.py over the bls models) needs ONNX, libtorch and
+    # TensorRT add_sub models and CUDA tensors: not ported; its bls_parameters run is.
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -434,4 +452,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     STRING_IO,
     QUEUE_TIMEOUT,
     HTTP,
+    BLS,
 )}
