@@ -173,13 +173,20 @@ def _first_line(text: str) -> str:
     return " ".join(lines)[:400]
 
 
-# numpy < 1.24's aliases of the builtin types, for test files written against it (a
-# sitecustomize.py beside the staged ../common, which is on the client's PYTHONPATH).
-NUMPY_ALIASES = """import numpy
+# What a suite's client_shims put into a sitecustomize.py beside the staged ../common (on the
+# client's PYTHONPATH): numpy < 1.24's aliases of the builtin types; ShmLeakDetector.Probe taking
+# the debug_str argument of older test files (the probe itself is off: TEST_JETSON=1).
+CLIENT_SHIMS = {
+    "numpy_aliases": """import numpy
 for _name, _type in (("object", object), ("bool", bool), ("int", int), ("float", float), ("str", str)):
     if _name not in numpy.__dict__:
         setattr(numpy, _name, _type)
-"""
+""",
+    "shm_probe_debug_str": """import shm_util
+_probe = shm_util.ShmLeakDetector.Probe
+shm_util.ShmLeakDetector.Probe = lambda self, debug_str="": _probe(self)
+""",
+}
 
 
 def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
@@ -189,8 +196,9 @@ def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
     shutil.copytree(HERE / "upstream" / "common", workdir / "common")
     suite_dir = workdir / suite.name
     shutil.copytree(upstream_path(suite.name), suite_dir)  # may be nested: L0_backend_python/io
-    if suite.numpy_aliases:
-        (workdir / "common" / "sitecustomize.py").write_text(NUMPY_ALIASES)
+    if suite.client_shims:
+        (workdir / "common" / "sitecustomize.py").write_text(
+            "\n".join(CLIENT_SHIMS[name] for name in suite.client_shims))
     mapping = dict(zip(map(str, UPSTREAM_PORTS), map(str, ports)))
     for source in [*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py")]:
         text = source.read_text()

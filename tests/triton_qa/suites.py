@@ -51,9 +51,11 @@ class Suite:
     not_applicable: dict[str, str] = field(default_factory=dict)  # "[label] Class.test" -> reason
     env: dict[str, str] = field(default_factory=dict)
     server_log: str | None = None  # where the tests read the server's log, in the suite directory
-    # The test file uses numpy aliases that numpy 1.24 removed (np.object, np.bool, ...): the
-    # client gets them back as the builtins they were, as under the numpy the file was written for.
-    numpy_aliases: bool = False
+    # Adjustments of the client's environment (run_suites.CLIENT_SHIMS) for test files written
+    # against older helpers: "numpy_aliases" (np.object etc., removed in numpy 1.24, back as the
+    # builtins they were), "shm_probe_debug_str" (ShmLeakDetector.Probe's debug_str argument,
+    # which the kept common/shm_util.py no longer takes).
+    client_shims: tuple[str, ...] = ()
     case_timeout_s: int = 120
     suite_timeout_s: int = 900
     start_timeout_s: float = 120
@@ -367,7 +369,7 @@ STRING_IO = Suite(
     name="L0_string_io",
     tests=("string_client_test.py",),
     build=build_string_io,
-    numpy_aliases=True,  # the stored string_client_test.py uses np.object
+    client_shims=("numpy_aliases",),  # the stored string_client_test.py uses np.object
 )
 
 
@@ -439,6 +441,43 @@ BLS = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python/decoupled
+
+def build_decoupled(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository: the suite's own models/ (those fetched), identity_fp32 and
+    execute_cancel made decoupled by test.sh's echo. Left out: dlpack_add_sub and decoupled_bls
+    (torch and CUDA tensors), square_int32 and decoupled_bls_stream (square_int32 comes from the
+    python_backend repository's examples, which test.sh clones)."""
+    shutil.copytree(suite_dir / "models", repository)
+    shutil.rmtree(repository / "decoupled_send_after_close_error", ignore_errors=True)
+    copy_model(python_model("identity_fp32"), repository)
+    copy_model(python_model("execute_cancel"), repository,
+               config_edit=lambda config: config + "model_transaction_policy { decoupled: True }\n")
+
+
+DECOUPLED = Suite(
+    name="L0_backend_python/decoupled",
+    tests=("decoupled_test.py",),
+    build=build_decoupled,
+    env=NO_SHM_PROBE,
+    client_shims=("shm_probe_debug_str",),
+    server_log="decoupled_server.log",
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+    not_applicable={
+        "DecoupledTest.test_decoupled_bls":
+            "its model moves torch tensors to CUDA through DLPack (a GPU) and BLS-calls dlpack_add_sub, which "
+            "needs torch",
+        "DecoupledTest.test_decoupled_bls_stream":
+            "its square_int32 model is python_backend's examples/decoupled/square_model.py, which test.sh clones "
+            "from that repository; not fetched for this port",
+        "DecoupledTest.test_decoupled_send_after_close_error":
+            "the stored model.py of decoupled_send_after_close_error lacks its imports (json, "
+            "triton_python_backend_utils): it fails to load on any server (Triton 2.51: \"NameError: name 'json' "
+            "is not defined\", and then refuses to start), so the model is left out",
+    },
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -453,4 +492,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     QUEUE_TIMEOUT,
     HTTP,
     BLS,
+    DECOUPLED,
 )}
