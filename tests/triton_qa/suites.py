@@ -447,7 +447,8 @@ def build_decoupled(suite_dir: Path, repository: Path) -> None:
     """test.sh's repository: the suite's own models/ (those fetched), identity_fp32 and
     execute_cancel made decoupled by test.sh's echo. Left out: dlpack_add_sub and decoupled_bls
     (torch and CUDA tensors), square_int32 and decoupled_bls_stream (square_int32 comes from the
-    python_backend repository's examples, which test.sh clones)."""
+    python_backend repository's examples, which test.sh clones), decoupled_send_after_close_error
+    (its stored model.py cannot load)."""
     shutil.copytree(suite_dir / "models", repository)
     shutil.rmtree(repository / "decoupled_send_after_close_error", ignore_errors=True)
     copy_model(python_model("identity_fp32"), repository)
@@ -468,8 +469,9 @@ DECOUPLED = Suite(
             "its model moves torch tensors to CUDA through DLPack (a GPU) and BLS-calls dlpack_add_sub, which "
             "needs torch",
         "DecoupledTest.test_decoupled_bls_stream":
-            "its square_int32 model is python_backend's examples/decoupled/square_model.py, which test.sh clones "
-            "from that repository; not fetched for this port",
+            "its square_int32 model is python_backend's examples/decoupled/square_model.py, which test.sh clones; "
+            "the stored version of that file is an early draft that cannot run on any server (its thread target "
+            "response_thread, and numpy and time, are undefined names)",
         "DecoupledTest.test_decoupled_send_after_close_error":
             "the stored model.py of decoupled_send_after_close_error lacks its imports (json, "
             "triton_python_backend_utils): it fails to load on any server (Triton 2.51: \"NameError: name 'json' "
