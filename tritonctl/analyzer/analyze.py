@@ -128,34 +128,49 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     search = Search(candidates, runner.evaluate, options.objective, options.constraints, reporter.decision, budget,
                     runner.sample, time_budget)
     reporter.plan(min(budget or len(candidates.all), len(candidates.all)), options.strategy)
+    strategy = run_smart if options.strategy == "smart" else run_exhaustive
+    interrupted, failure = drive(lambda: strategy(search), search, engine, runner, checkpoint, options.model)
+    result = _finish(options, model_dir, candidates, search, runner, started, time.monotonic() - clock, interrupted)
+    raise_kept(failure, checkpoint, output_dir)
+    return result
+
+
+def drive(run: Callable[[], None], search: Search, engine: Engine, runner: "_Runner", checkpoint: Checkpoint,
+          model: str) -> tuple[bool, Exception | None]:
+    """Start the engine and run the search on it; then restore the model's own config and stop.
+    Returns (interrupted, the failure to report after the results are written): Ctrl-C, or a fault
+    once something was measured (e.g. the server died), keeps what was measured."""
     interrupted, failure = False, None
     try:
         with _noting_ctrl_c():
             engine.start()
-            (run_smart if options.strategy == "smart" else run_exhaustive)(search)
+            run()
     except KeyboardInterrupt:
         interrupted = True
         search.decide("interrupted: stopped on Ctrl-C; the measurements so far are kept")
     except (AnalyzeError, PerfError) as exc:
         if not runner.measured + runner.reused:
             raise
-        interrupted, failure = True, exc  # e.g. the server died: keep what was measured, then say why
+        interrupted, failure = True, exc
         search.decide(f"stopped: {exc}")
     finally:
         try:
             if runner.touched:
-                engine.restore(options.model)
+                engine.restore(model)
         except (AnalyzeError, OSError):
             pass  # the server is gone: nothing to restore
         finally:
             engine.stop()
             checkpoint.close()
-    result = _finish(options, model_dir, candidates, search, runner, started, time.monotonic() - clock, interrupted)
+    return interrupted, failure
+
+
+def raise_kept(failure: Exception | None, checkpoint: Checkpoint, output_dir: Path) -> None:
+    """After the results are written: the failure that stopped the run, and how to go on."""
     if failure is not None:
         kept = sum(p.ok for p in checkpoint.recorded + checkpoint.new)
         raise AnalyzeError(f"{failure}\nThe {kept} points measured so far are in {output_dir}; fix the problem "
                            "and run the same command with --resume.")
-    return result
 
 
 def _settings(options: AnalyzeOptions, engine: Engine) -> dict:

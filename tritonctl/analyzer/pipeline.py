@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tritonctl import __version__
-from tritonctl.analyzer.analyze import (AnalyzeOptions, AnalyzeResult, Reporter, _noting_ctrl_c, _points_by_stage,
-                                        _Runner, _settings)
+from tritonctl.analyzer.analyze import (AnalyzeOptions, AnalyzeResult, Reporter, _points_by_stage, _Runner,
+                                        _settings, drive, raise_kept)
 from tritonctl.analyzer.checkpoint import Checkpoint
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.objective import ConfigResult, choose_best, summarize
@@ -36,7 +36,7 @@ from tritonctl.analyzer.search import AnalyzeError, validation_error
 from tritonctl.analyzer.strategy import Search, TimeBudget, run_exhaustive
 from tritonctl.perf.client import stats_from_json
 from tritonctl.perf.measurement import ServerStats
-from tritonctl.perf.options import PerfError, PerfOptions, check_options
+from tritonctl.perf.options import PerfOptions, check_options
 from tritonctl.repo_schema.writer import to_pbtxt
 
 STATS_TIMEOUT_S = 10.0
@@ -212,33 +212,10 @@ def run_pipeline(options: AnalyzeOptions, reporter: Reporter | None = None) -> A
     if not smart:
         space.every()
     reporter.plan(min(budget or space.total, space.total), options.strategy)
-    interrupted, failure = False, None
-    try:
-        with _noting_ctrl_c():
-            engine.start()
-            JointSmartSearch(search, space).run() if smart else run_exhaustive(search)
-    except KeyboardInterrupt:
-        interrupted = True
-        search.decide("interrupted: stopped on Ctrl-C; the measurements so far are kept")
-    except (AnalyzeError, PerfError) as exc:
-        if not runner.measured + runner.reused:
-            raise
-        interrupted, failure = True, exc
-        search.decide(f"stopped: {exc}")
-    finally:
-        try:
-            if runner.touched:
-                engine.restore(options.model)
-        except (AnalyzeError, OSError):
-            pass
-        finally:
-            engine.stop()
-            checkpoint.close()
+    strategy = (lambda: JointSmartSearch(search, space).run()) if smart else (lambda: run_exhaustive(search))
+    interrupted, failure = drive(strategy, search, engine, runner, checkpoint, options.model)
     result = _finish(options, pipeline, space, search, runner, started, time.monotonic() - clock, interrupted)
-    if failure is not None:
-        kept = sum(p.ok for p in checkpoint.recorded + checkpoint.new)
-        raise AnalyzeError(f"{failure}\nThe {kept} points measured so far are in {output_dir}; fix the problem "
-                           "and run the same command with --resume.")
+    raise_kept(failure, checkpoint, output_dir)
     return result
 
 

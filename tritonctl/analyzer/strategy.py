@@ -371,93 +371,81 @@ def final_round(search: Search) -> None:
     search.decide(f"chosen: {chosen.config_id}, {final.verdict()}")
 
 
-class SmartSearch:
-    """Coordinate line searches, then a hill climb, over the grid of knob values."""
+class GridClimb:
+    """Smart's walk over a grid of configs: line searches along every knob, then a hill climb, then
+    the final round. A subclass says what a position and a knob (``dim``) are: the single model's
+    ``Knobs`` and knob names (``SmartSearch``), or a pipeline's joint knobs (pipeline_search)."""
 
-    def __init__(self, search: Search):
+    def __init__(self, search: Search, dims: list, position):
         self.search = search
-        candidates = search.set.candidates
-        self.lookup: dict[Knobs, Candidate] = {c.knobs: c for c in candidates}
-        self.values = knob_values(candidates)
-        self.position = self._start()
+        self.dims = dims  # the knobs the space varies, in the order the line searches take them
+        self.position = position
 
+    # --- the grid, per subclass ---------------------------------------------------------------
+    def label(self, dim) -> str:
+        raise NotImplementedError
+
+    def values(self, dim) -> list:
+        raise NotImplementedError
+
+    def get(self, position, dim):
+        raise NotImplementedError
+
+    def set(self, position, dim, value):
+        raise NotImplementedError
+
+    def at(self, position) -> Candidate | None:
+        raise NotImplementedError
+
+    def ordered(self, dim) -> bool:
+        """Whether the knob's values are a line (a step is a neighbour) or a set."""
+        raise NotImplementedError
+
+    def start_words(self, start: Candidate) -> str:
+        raise NotImplementedError
+
+    # --- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
         search = self.search
-        pending = [dim for dim in ORDERED + UNORDERED if len(self.values[dim]) > 1]
+        pending = list(self.dims)
         try:
             search.baseline()
             start = self.at(self.position)
             search.measure(start, "explore")
-            batching = ", with batching on" if start.knobs.max_batch_size > 1 else ""
-            search.decide(f"explore: start at {search.summary(start)}, the middle of the space{batching}")
+            search.decide(f"explore: start at {search.summary(start)}, {self.start_words(start)}")
             for dim in list(pending):
                 self._line_search(dim)
                 pending.remove(dim)
             self._refine()
         except BudgetExhausted:
-            search.unexplored = [LABELS[dim] for dim in pending]
+            search.unexplored = [self.label(dim) for dim in pending]
             missed = (f"; the line search did not cover: {', '.join(search.unexplored)}" if pending
                       else "; every knob's line was covered, the hill climb was cut short")
             raise_it = "--time-budget" if search.out_of_time else "--budget"
             search.decide(f"stopped: {search.budget_words()}{missed} (raise it with {raise_it})")
         final_round(search)
 
-    # --- grid ----------------------------------------------------------------------------
-    def _start(self) -> Knobs:
-        """A start that batching can win from: the middle max batch size above 1 and the middle
-        queue delay above 0 (when the space has such values), the fewest instances, the model's instance kind, no preferred size."""
-
-        def middle(values: list, above):
-            larger = [v for v in values if v > above] or values
-            return larger[(len(larger) - 1) // 2]
-
-        position = {dim: values[0] for dim, values in self.values.items()}
-        position["max_batch_size"] = middle(self.values["max_batch_size"], 1)
-        position["max_queue_delay_us"] = middle(self.values["max_queue_delay_us"], 0)
-        default = self.search.set.default.knobs
-        kinds = self.values["instance_kind"]
-        position["instance_kind"] = default.instance_kind if default.instance_kind in kinds else kinds[0]
-        some = next(iter(self.lookup))
-        return self._nearest(Knobs(**{**position, "dynamic_batching": some.dynamic_batching}))
-
-    def _nearest(self, position: Knobs) -> Knobs:
-        """The position itself when it is a candidate, else the candidate fewest grid steps away."""
-        if self.at(position) is not None:
-            return position
-
-        def distance(knobs: Knobs) -> int:
-            return sum(abs(self.values[d].index(getattr(knobs, d)) - self.values[d].index(getattr(position, d)))
-                       for d in ORDERED + UNORDERED)
-
-        return min(self.lookup, key=distance)
-
-    def at(self, position: Knobs) -> Candidate | None:
-        """The candidate at a grid position; a batch of 1 never waits, so its delay and preferred
-        size do not matter; a preferred size at or above the max batch size is none."""
-        knobs = position
-        if knobs.max_batch_size <= 1:
-            knobs = replace(knobs, max_queue_delay_us=0, preferred_batch_size=0)
-        elif knobs.preferred_batch_size >= knobs.max_batch_size:
-            knobs = replace(knobs, preferred_batch_size=0)
-        return self.lookup.get(knobs)
-
-    def _step(self, position: Knobs, dim: str, step: int) -> Knobs | None:
-        values = self.values[dim]
-        index = values.index(getattr(position, dim)) + step
+    def _step(self, position, dim, step: int):
+        values = self.values(dim)
+        index = values.index(self.get(position, dim)) + step
         if not 0 <= index < len(values):
             return None
-        return replace(position, **{dim: values[index]})
+        return self.set(position, dim, values[index])
 
-    # --- explore ---------------------------------------------------------------------------
-    def _line_search(self, dim: str) -> None:
+    def _neighbours(self, position, dim) -> list:
+        if not self.ordered(dim):
+            return [self.set(position, dim, v) for v in self.values(dim)]
+        return [p for p in (self._step(position, dim, -1), self._step(position, dim, 1)) if p is not None]
+
+    def _line_search(self, dim) -> None:
         """Walk the knob's line both ways from the current config while each value measures no worse
         (beyond noise) than the best one so far, so a plateau does not stop the walk; then step to the
         best value on the line only if it beats the current config beyond noise."""
-        search, label = self.search, LABELS[dim]
+        search, label = self.search, self.label(dim)
         home = self.at(self.position)
         best, walked = home, []
-        if dim in UNORDERED:
-            lines = [[replace(self.position, **{dim: v}) for v in self.values[dim]]]
+        if not self.ordered(dim):
+            lines = [[self.set(self.position, dim, v) for v in self.values(dim)]]
         else:
             lines = []
             for direction in (-1, 1):
@@ -468,7 +456,7 @@ class SmartSearch:
         for line in lines:
             for position in line:
                 candidate = self.at(position)
-                if candidate is None or candidate is home or candidate in walked:
+                if candidate is None or candidate is home or any(candidate is w for w in walked):
                     continue
                 search.measure(candidate, "explore")
                 walked.append(candidate)
@@ -476,36 +464,31 @@ class SmartSearch:
                     break  # clearly worse: further along this way is not worth measuring
                 if search.estimate(candidate).score > search.estimate(best).score:
                     best = candidate
-        tried = ", ".join(str(getattr(c.knobs, dim)) for c in walked)
+        here = self.get(self.position, dim)
+        tried = ", ".join(str(self.get(c.knobs, dim)) for c in walked)
         if best is home:
             verdict = f"tried {tried}, none measured better" if walked else "no other value applies here"
-            search.decide(f"explore {label}: keep {getattr(self.position, dim)} - {search.summary(home)}; {verdict}")
+            search.decide(f"explore {label}: keep {here} - {search.summary(home)}; {verdict}")
             return
         winner, why = search.step(best, home)
         if winner is not best:
-            search.decide(f"explore {label}: keep {getattr(self.position, dim)} - {search.summary(home)}; tried "
-                          f"{tried}; the best of them does not win: {why}")
+            search.decide(f"explore {label}: keep {here} - {search.summary(home)}; tried {tried}; the best of them "
+                          f"does not win: {why}")
             return
-        search.decide(f"explore {label}: {getattr(self.position, dim)} -> {getattr(best.knobs, dim)} (tried {tried}); "
+        search.decide(f"explore {label}: {here} -> {self.get(best.knobs, dim)} (tried {tried}); "
                       f"now {search.summary(best)}: {why}")
         self.position = best.knobs  # a batch of 1 has no delay: moving on from it starts at the lowest
 
-    # --- refine ----------------------------------------------------------------------------
     def _refine(self) -> None:
         search = self.search
         visited = {self.at(self.position).config_id}
         while True:
             home = self.at(self.position)
             neighbours: list[Candidate] = []
-            for dim in ORDERED + UNORDERED:
-                if dim in UNORDERED:
-                    steps = [replace(self.position, **{dim: v}) for v in self.values[dim]]
-                else:
-                    steps = [p for p in (self._step(self.position, dim, -1), self._step(self.position, dim, 1)) if p]
-                for position in steps:
+            for dim in self.dims:
+                for position in self._neighbours(self.position, dim):
                     candidate = self.at(position)
-                    if candidate is not None and candidate is not home and \
-                            all(candidate is not c for c in neighbours):
+                    if candidate is not None and candidate is not home and all(candidate is not c for c in neighbours):
                         neighbours.append(candidate)
             fresh = [c.config_id for c in neighbours if c.config_id not in search.results]
             for candidate in neighbours:
@@ -514,13 +497,85 @@ class SmartSearch:
             challenger = next((c for c in ranked if c.config_id not in visited), None)
             winner, why = (search.step(challenger, home) if challenger is not None
                            else (None, "no neighbour left to try"))
-            if winner is not challenger:
+            if challenger is None or winner is not challenger:
                 search.decide(f"refine: no neighbour of {home.config_id} wins ({len(fresh)} newly measured; {why}); "
                               f"done at {search.summary(home)}")
                 return
             search.decide(f"refine: move to {search.summary(winner)}: {why}")
             visited.add(winner.config_id)
             self.position = winner.knobs
+
+
+def middle(values: list, above):
+    """The middle of the values above ``above`` (of all of them when none is): a start that batching
+    can win from takes the middle max batch size above 1 and the middle queue delay above 0."""
+    larger = [v for v in values if v > above] or values
+    return larger[(len(larger) - 1) // 2]
+
+
+def start_knobs(values: dict[str, list], default: Knobs, dynamic_batching: bool) -> Knobs:
+    """Where smart starts on one model's grid: the middle max batch size above 1 and the middle queue
+    delay above 0 (when the space has such values), the fewest instances, the model's instance kind,
+    no preferred size (perhaps not a candidate: see ``nearest``)."""
+    position = {dim: v[0] for dim, v in values.items()}
+    position["max_batch_size"] = middle(values["max_batch_size"], 1)
+    position["max_queue_delay_us"] = middle(values["max_queue_delay_us"], 0)
+    kinds = values["instance_kind"]
+    position["instance_kind"] = default.instance_kind if default.instance_kind in kinds else kinds[0]
+    return Knobs(**{**position, "dynamic_batching": dynamic_batching})
+
+
+def nearest(lookup: dict[Knobs, object], values: dict[str, list], wanted: Knobs) -> Knobs:
+    """``wanted`` when it is a candidate, else the candidate fewest grid steps away."""
+    if wanted in lookup:
+        return wanted
+
+    def distance(knobs: Knobs) -> int:
+        return sum(abs(values[d].index(getattr(knobs, d)) - values[d].index(getattr(wanted, d)))
+                   for d in ORDERED + UNORDERED)
+
+    return min(lookup, key=distance)
+
+
+class SmartSearch(GridClimb):
+    """Smart on one model's candidates, a position being its ``Knobs``."""
+
+    def __init__(self, search: Search):
+        candidates = search.set.candidates
+        self.lookup: dict[Knobs, Candidate] = {c.knobs: c for c in candidates}
+        self.grid = knob_values(candidates)
+        some = next(iter(self.lookup))
+        wanted = start_knobs(self.grid, search.set.default.knobs, some.dynamic_batching)
+        start = wanted if self.at(wanted) is not None else nearest(self.lookup, self.grid, wanted)
+        super().__init__(search, [dim for dim in ORDERED + UNORDERED if len(self.grid[dim]) > 1], start)
+
+    def label(self, dim: str) -> str:
+        return LABELS[dim]
+
+    def values(self, dim: str) -> list:
+        return self.grid[dim]
+
+    def get(self, position: Knobs, dim: str):
+        return getattr(position, dim)
+
+    def set(self, position: Knobs, dim: str, value) -> Knobs:
+        return replace(position, **{dim: value})
+
+    def ordered(self, dim: str) -> bool:
+        return dim in ORDERED
+
+    def start_words(self, start: Candidate) -> str:
+        return "the middle of the space" + (", with batching on" if start.knobs.max_batch_size > 1 else "")
+
+    def at(self, position: Knobs) -> Candidate | None:
+        """The candidate at a grid position; a batch of 1 never waits, so its delay and preferred
+        size do not matter; a preferred size at or above the max batch size is none."""
+        knobs = position
+        if knobs.max_batch_size <= 1:
+            knobs = replace(knobs, max_queue_delay_us=0, preferred_batch_size=0)
+        elif knobs.preferred_batch_size >= knobs.max_batch_size:
+            knobs = replace(knobs, preferred_batch_size=0)
+        return self.lookup.get(knobs)
 
 
 def run_smart(search: Search) -> None:
