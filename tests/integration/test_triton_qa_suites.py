@@ -145,3 +145,19 @@ def test_bls_parameters_suite_passes(qa, serve_args):
     cases = _run(qa, suite, serve_args)
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         "TestBlsParameters.test_bls_parameters": ("passed", "")}
+
+
+def test_grpc_client_plugin_suite_passes(qa, serve_args):
+    """L0_grpc's client plugin run: with every header forwarded, the header a client plugin
+    adds (sync and asyncio gRPC clients) reaches the model as a request parameter, and no
+    longer once the plugin is unregistered. Its files are fetched, not kept here
+    (tests/triton_qa/README.md)."""
+    suites, runner = qa
+    suite = suites.SUITES["L0_grpc"]
+    absent = runner._upstream_absent(suite)
+    if absent:
+        pytest.skip(absent)
+    cases = _run(qa, suite, serve_args)
+    assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
+        f"[client_plugin] {name}.test_simple_infer": ("passed", "")
+        for name in ("GRPCClientPluginTest", "GRPCClientPluginAsyncTest")}

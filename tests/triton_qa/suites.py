@@ -480,6 +480,20 @@ DECOUPLED = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_grpc
+
+GRPC = Suite(
+    name="L0_grpc",
+    tests=("grpc_client_plugin_test.py",),
+    build=build_as_is("client_plugin_models"),
+    # test.sh's client plugin run: every header forwarded, so that the headers a client plugin
+    # adds reach the model as request parameters. Its other runs drive the C++ and Python
+    # client examples over Triton's 'simple' models, nginx (basic auth), grpc-health-probe
+    # (fetched with `go install`) and --grpc-restricted-protocol: not ported.
+    phases=(Phase("client_plugin", tritonctl_args=header_pattern(".*"), triton_args=header_pattern(".*")),),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -495,4 +509,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     HTTP,
     BLS,
     DECOUPLED,
+    GRPC,
 )}
