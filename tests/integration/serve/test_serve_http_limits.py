@@ -177,3 +177,32 @@ def test_random_bytes_after_a_request_line_get_an_http_answer_or_a_close(served,
 
 def test_the_server_serves_after_the_random_bytes(served):
     still_serving(served)
+
+
+@pytest.fixture
+def quick_idle_uvicorn(tmp_path, monkeypatch):
+    """A server on the Python transport whose idle timeout is 1 s instead of 30."""
+    import tritonctl.serve.http as http_front_end
+
+    monkeypatch.setattr(http_front_end, "IDLE_TIMEOUT_S", 1)
+    repo = serving_repository(tmp_path / "repo")
+    options = ServeOptions(repo, http_port=0, grpc_port=None, metrics_port=None, control_mode="explicit",
+                           load_models=["add_sub"], exit_timeout_secs=5, http_transport="uvicorn",
+                           grpc_transport="aio")
+    with BackgroundServer(options) as server:
+        yield server
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ", b"\r\n"],
+                         ids=["nothing", "part-of-a-head", "an-empty-line"])
+def test_a_silent_connection_is_closed_by_the_python_transport(quick_idle_uvicorn, sent):
+    # the C++ transport closes after 30 s of silence (libevent's read timeout), measured by hand
+    host, port = quick_idle_uvicorn.http_url.split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        if sent:
+            sock.sendall(sent)
+        try:
+            assert sock.recv(100) == b""  # closed by the server, within the socket's 20 s
+        except ConnectionResetError:
+            pass
+    still_serving(quick_idle_uvicorn)

@@ -56,7 +56,7 @@ class UvicornFrontEnd:
         config = uvicorn.Config(app, http=_chunked_with_length_protocol(keep_sent_headers), loop="none",
                                 lifespan="off", access_log=False, log_config=None,
                                 timeout_graceful_shutdown=int(max(exit_timeout_s, 1)),
-                                server_header=False, date_header=False, timeout_keep_alive=30)
+                                server_header=False, date_header=False, timeout_keep_alive=IDLE_TIMEOUT_S)
         self._server = Server(config)
         self._task: asyncio.Task | None = None
 
@@ -78,6 +78,9 @@ class UvicornFrontEnd:
 
 # The most a request's line and headers may take, as in the C++ transport (over_limit.h kMaxHead).
 MAX_HEAD_BYTES = 64 * 1024
+# Seconds a connection may stay silent while no request of it is being answered: idle between
+# requests, before its first, or in the middle of a head; as the C++ transport (evhttp_set_timeout).
+IDLE_TIMEOUT_S = 30
 
 
 def _chunked_with_length_protocol(keep_sent_headers: bool = False):
@@ -93,7 +96,8 @@ def _chunked_with_length_protocol(keep_sent_headers: bool = False):
     ``MAX_HEAD_BYTES`` is refused with 400 and the connection closed, as in the C++ transport:
     uvicorn keeps a head whole in memory and sets no bound of its own. The head's complete lines
     are counted as the parser gives them; a line still incomplete is counted over the reads that
-    find the head begun and still not complete, so memory stays within the limit plus one read."""
+    find the head begun and still not complete, so memory stays within the limit plus one read.
+    A connection silent for ``IDLE_TIMEOUT_S`` before its first request or within a head is closed."""
     import json
 
     import httptools
@@ -112,6 +116,10 @@ def _chunked_with_length_protocol(keep_sent_headers: bool = False):
             self._head_lines = 0  # the bytes of the head's complete lines
             self._head_reads = 0  # the bytes of the reads that found the head begun and left it incomplete
             self._refused = False
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._await_data()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -141,6 +149,19 @@ def _chunked_with_length_protocol(keep_sent_headers: bool = False):
                 self._head_reads += len(data)
                 if self._head_reads > MAX_HEAD_BYTES:
                     self._refuse()
+            if not self._refused:
+                self._await_data()
+
+        def _await_data(self) -> None:
+            """Close the connection if it stays silent for IDLE_TIMEOUT_S with no request being
+            answered: uvicorn times out only the wait between requests, so a connection that
+            never sends, or stops in the middle of a head, would stay open for good."""
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a request is being answered: its reply comes first
+            if self.timeout_keep_alive_task is not None:
+                self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
 
         def send_400_response(self, msg: str) -> None:
             if not self._refused:  # else refused already, and the parser stopped on it
