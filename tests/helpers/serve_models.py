@@ -140,3 +140,40 @@ def serving_repository(root: Path) -> Path:
     write_bytes_model(root)
     write_onnx_only(root)
     return root
+
+
+TAG_LOGGER_PY = """\
+import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.log = os.path.join(args["model_repository"], "ran")
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            tag = pb_utils.get_input_tensor_by_name(request, "TAG").as_numpy()
+            with open(self.log, "a") as log:
+                log.write(f"{int(tag.reshape(-1)[0])}\\n")
+            time.sleep(%r)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", tag)]))
+        return responses
+"""
+
+
+def write_tag_logger(repo: Path, name: str, max_batch_size: int, dynamic_batching: str, seconds: float = 0.0) -> Path:
+    """A Python model that echoes its INT32 input TAG as OUT, after ``seconds``, and writes every tag
+    it executes to <model dir>/ran: which requests really ran. Returns that log's path."""
+    model_dir = repo / name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    (model_dir / "1" / "model.py").write_text(TAG_LOGGER_PY % seconds)
+    (model_dir / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
+        'input [ { name: "TAG" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'instance_group [ { kind: KIND_CPU count: 1 } ]\n' + dynamic_batching + "\n")
+    return model_dir / "ran"

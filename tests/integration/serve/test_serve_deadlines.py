@@ -8,7 +8,6 @@ are taken near it."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,41 +18,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import write_tag_logger
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
-SLEEPER_PY = """\
-import os
-import time
-
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        self.log = os.path.join(args["model_repository"], "ran")
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            tag = pb_utils.get_input_tensor_by_name(request, "TAG").as_numpy()
-            with open(self.log, "a") as log:
-                log.write(f"{int(tag.reshape(-1)[0])}\\n")
-            time.sleep(0.02)
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", tag)]))
-        return responses
-"""
-
-SLEEPER_CONFIG = """\
-name: "sleeper"
-backend: "python"
-max_batch_size: 1
-input [ { name: "TAG" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
+SLEEPER_BATCHING = """\
 dynamic_batching {
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000000 allow_timeout_override: true }
-}
-"""
+}"""
 
 BURST = 24
 QUEUE_TIMEOUT_US = 40_000  # each request of a burst shortens the model's 10 s queue timeout to this
@@ -63,12 +34,10 @@ CLIENTS = {"http": httpclient, "grpc": grpcclient}
 @pytest.fixture(scope="module")
 def sleeper(tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("deadlines") / "repo"
-    (repo / "sleeper" / "1").mkdir(parents=True)
-    (repo / "sleeper" / "1" / "model.py").write_text(SLEEPER_PY)
-    (repo / "sleeper" / "config.pbtxt").write_text(SLEEPER_CONFIG)
+    ran_log = write_tag_logger(repo, "sleeper", 1, SLEEPER_BATCHING, seconds=0.02)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, exit_timeout_secs=5, **transports)
     with BackgroundServer(options) as server:
-        server.ran_log = repo / "sleeper" / "ran"
+        server.ran_log = ran_log
         yield server
 
 

@@ -13,44 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.serve_models import loaded_server, write_add_sub
+from helpers.serve_models import loaded_server, write_add_sub, write_tag_logger
 from tritonctl.serve.core.errors import Status
 from tritonctl.serve.core.types import InferRequest, InferTensor
 
 POLICY = ("dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 60000000 "
           "max_queue_size: 8 } }")
-
-LOGGED_PY = """\
-import os
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        self.log = os.path.join(args["model_repository"], "ran")
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            tag = pb_utils.get_input_tensor_by_name(request, "TAG").as_numpy()
-            with open(self.log, "a") as log:
-                log.write(f"{int(tag.reshape(-1)[0])}\\n")
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", tag)]))
-        return responses
-"""
-
-LOGGED_CONFIG = """\
-name: "logged"
-backend: "python"
-max_batch_size: 4
-input [ { name: "TAG" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-%s
-""" % POLICY
-
 
 class Answer:
     def __init__(self):
@@ -66,9 +34,7 @@ class Answer:
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("stale")
     write_add_sub(repo, extra=POLICY)
-    (repo / "logged" / "1").mkdir(parents=True)
-    (repo / "logged" / "1" / "model.py").write_text(LOGGED_PY)
-    (repo / "logged" / "config.pbtxt").write_text(LOGGED_CONFIG)
+    write_tag_logger(repo, "logged", 4, POLICY)
     with loaded_server(repo) as server:
         server.repo = repo
         yield server
