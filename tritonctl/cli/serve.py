@@ -98,6 +98,15 @@ def serve(
     grpc_header_forward_pattern: str = typer.Option(
         None, "--grpc-header-forward-pattern", metavar="REGEX",
         help="The same for gRPC metadata (lower-case names); a stream's metadata reaches each of its requests."),
+    http_restricted_api: list[str] = typer.Option(
+        [], "--http-restricted-api", metavar="API[,API...]:KEY=VALUE",
+        help="As tritonserver's flag (repeatable): HTTP requests to these APIs (health, metadata, inference, "
+             "shared-memory, model-config, model-repository, statistics, trace, logging) need the header KEY "
+             "with VALUE, else 403. An API may be in one group only."),
+    grpc_restricted_protocol: list[str] = typer.Option(
+        [], "--grpc-restricted-protocol", metavar="PROTOCOL[,PROTOCOL...]:KEY=VALUE",
+        help="The same for gRPC (repeatable): the metadata 'triton-grpc-protocol-KEY' must be VALUE, else "
+             "UNAVAILABLE."),
     http_transport: HttpTransport = typer.Option(HttpTransport.auto, "--http-transport",
                                                  help="native: the C++ transport over libevent (built at install "
                                                       "where libevent is found); uvicorn; auto: native when built."),
@@ -123,6 +132,7 @@ def serve(
 ) -> None:
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
     from tritonctl.serve.core.header_forward import HeaderPatternError, header_forwarding
+    from tritonctl.serve.core.restrictions import RestrictionError, grpc_restrictions, http_restrictions
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
@@ -150,6 +160,11 @@ def serve(
         header_forwarding(grpc_header_forward_pattern, "--grpc-header-forward-pattern")
     except HeaderPatternError as exc:
         raise CliError(str(exc), 2) from None
+    try:
+        http_restrictions(http_restricted_api)
+        grpc_restrictions(grpc_restricted_protocol)
+    except RestrictionError as exc:
+        raise CliError(str(exc), 2) from None
     if engine is Engine.triton:
         from tritonctl.cli.serve_triton import serve_with_tritonserver
         from tritonctl.serve.tritonserver import TritonserverOptions
@@ -163,6 +178,7 @@ def serve(
             http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
             http_header_forward_pattern=http_header_forward_pattern,
             grpc_header_forward_pattern=grpc_header_forward_pattern,
+            http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
             log_verbose=log_verbose, log_format=log_format.value, extra_args=list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
@@ -174,7 +190,8 @@ def serve(
         http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
         grpc_transport=grpc_transport.value, http_transport=http_transport.value,
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
-        grpc_header_forward_pattern=grpc_header_forward_pattern)
+        grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
+        grpc_restricted_protocol=list(grpc_restricted_protocol))
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)

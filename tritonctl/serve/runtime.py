@@ -21,6 +21,7 @@ from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
 from tritonctl.serve.core.errors import unavailable
 from tritonctl.serve.core.header_forward import header_forwarding
+from tritonctl.serve.core.restrictions import grpc_restrictions, http_restrictions
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
@@ -66,6 +67,10 @@ class ServeOptions:
     # whose name matches become request parameters (core/header_forward.py); None: none are
     http_header_forward_pattern: str | None = None
     grpc_header_forward_pattern: str | None = None
+    # tritonserver's --http-restricted-api / --grpc-restricted-protocol: categories of endpoints
+    # that need a header (core/restrictions.py); empty: none do
+    http_restricted_api: list[str] = field(default_factory=list)
+    grpc_restricted_protocol: list[str] = field(default_factory=list)
 
 
 class ServerRuntime:
@@ -81,6 +86,8 @@ class ServerRuntime:
         # HeaderPatternError (a ValueError) when a pattern is not a regular expression
         self.http_forwarding = header_forwarding(options.http_header_forward_pattern, "--http-header-forward-pattern")
         self.grpc_forwarding = header_forwarding(options.grpc_header_forward_pattern, "--grpc-header-forward-pattern")
+        self.http_restrictions = http_restrictions(options.http_restricted_api)  # RestrictionError (a ValueError)
+        self.grpc_restrictions = grpc_restrictions(options.grpc_restricted_protocol)
         self.server = InferenceServer(self.manager, trace)
         self.http_port: int | None = None
         self.grpc_port: int | None = None
@@ -127,14 +134,15 @@ class ServerRuntime:
         poller: asyncio.Task | None = None
         try:
             if opts.http_port is not None:
-                handlers = HttpHandlers(self.server, opts.http_max_input_size, self.http_forwarding)
+                handlers = HttpHandlers(self.server, opts.http_max_input_size, self.http_forwarding,
+                                        self.http_restrictions)
                 http = await start_http(handlers, opts.host, opts.http_port, opts.http_transport,
                                         opts.exit_timeout_secs)
                 front_ends.append(http)
                 self.http_port = http.port
             if opts.grpc_port is not None:
                 grpc = await start_grpc(self.server, f"{opts.host}:{opts.grpc_port}", opts.grpc_transport,
-                                        self.grpc_forwarding)
+                                        self.grpc_forwarding, self.grpc_restrictions)
                 front_ends.append(grpc)
                 self.grpc_port = grpc.port
             if opts.metrics_port is not None:

@@ -40,6 +40,8 @@ class TritonserverOptions:
     trace_config: list[str] = field(default_factory=list)
     http_header_forward_pattern: str | None = None  # None: the flag is not passed
     grpc_header_forward_pattern: str | None = None
+    http_restricted_api: list[str] = field(default_factory=list)  # each passed as given
+    grpc_restricted_protocol: list[str] = field(default_factory=list)
     log_verbose: int = 0
     log_format: str = "default"
     extra_args: list[str] = field(default_factory=list)  # passed last, as given
@@ -92,6 +94,8 @@ def tritonserver_command(binary: str, options: TritonserverOptions) -> list[str]
                               ("grpc", options.grpc_header_forward_pattern)):
         if pattern is not None:
             command.append(flag(f"{protocol}-header-forward-pattern", pattern))
+    command += [flag("http-restricted-api", value) for value in options.http_restricted_api]
+    command += [flag("grpc-restricted-protocol", value) for value in options.grpc_restricted_protocol]
     if options.log_verbose:
         command.append(flag("log-verbose", options.log_verbose))
     if options.log_format != "default":

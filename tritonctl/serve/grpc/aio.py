@@ -9,6 +9,7 @@ import asyncio
 import grpc
 
 from tritonctl.serve.core.header_forward import HeaderForwarding
+from tritonctl.serve.core.restrictions import Restrictions
 from tritonctl.serve.core.server import InferenceServer, LoopCompletions
 from tritonctl.serve.grpc.handlers import (CODES, GRPC_ERROR_HEADER, HEALTH_SERVICE, MAX_MESSAGE, OK, SERVICE, STREAM,
                                            GrpcHandlers, status_of)
@@ -22,8 +23,9 @@ class AioFrontEnd:
 
     transport_name = "grpc.aio (Python transport)"
 
-    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None):
-        self.handlers = GrpcHandlers(server, forwarding)
+    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None,
+                 restrictions: Restrictions | None = None):
+        self.handlers = GrpcHandlers(server, forwarding, restrictions)
         self.completions: LoopCompletions | None = None  # answers of ModelInfer, handed to the loop
         self.grpc_server = grpc.aio.server(options=SERVER_OPTIONS)
         methods = {path.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(self._unary(path))
@@ -54,12 +56,12 @@ class AioFrontEnd:
             await context.abort(CODES[code], details)
         return body
 
-    async def _health(self, _payload: bytes, _context) -> bytes:
-        return self.handlers.health()
+    async def _health(self, _payload: bytes, context) -> bytes:
+        return await self._end(context, *self.handlers.health(self._metadata(context)))
 
     def _unary(self, path: str):
         async def method(payload: bytes, context) -> bytes:
-            return await self._end(context, *await self.handlers.call_unary(path, payload))
+            return await self._end(context, *await self.handlers.call_unary(path, payload, self._metadata(context)))
 
         return method
 
@@ -79,8 +81,8 @@ class AioFrontEnd:
         return await self._end(context, *answer)
 
     def _metadata(self, context):
-        """The call's client metadata where it is forwarded, else nothing (not read at all)."""
-        return (context.invocation_metadata() or ()) if self.handlers.forwarding is not None else ()
+        """The call's client metadata where the handlers use it, else nothing (not read at all)."""
+        return (context.invocation_metadata() or ()) if self.handlers.wants_metadata else ()
 
     async def _stream(self, payloads, context):
         try:

@@ -19,8 +19,10 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2
 
-from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.header_forward import HeaderForwarding
+from tritonctl.serve.core import restrictions as restricted
+from tritonctl.serve.core.restrictions import Restrictions
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
@@ -44,6 +46,7 @@ OK = grpc.StatusCode.OK.value[0]
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 CODES = {code.value[0]: code for code in grpc.StatusCode}  # int -> grpc.StatusCode
 
 Answer = tuple  # (code: int, details: str, body: bytes | None)
@@ -81,25 +84,55 @@ class InferCall:
         self.request.cancel()
 
 
+# The category of --grpc-restricted-protocol each method is in (tritonserver's grpc_server.cc).
+CATEGORY = {HEALTH: restricted.HEALTH, INFER: restricted.INFERENCE, STREAM: restricted.INFERENCE}
+CATEGORY.update({PREFIX + name: category for category, names in (
+    (restricted.HEALTH, ("ServerLive", "ServerReady", "ModelReady")),
+    (restricted.METADATA, ("ServerMetadata", "ModelMetadata")),
+    (restricted.MODEL_CONFIG, ("ModelConfig",)),
+    (restricted.STATISTICS, ("ModelStatistics",)),
+    (restricted.MODEL_REPOSITORY, ("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload")),
+    (restricted.SHARED_MEMORY, ("SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
+                                "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
+                                "CudaSharedMemoryUnregister")),
+    (restricted.TRACE, ("TraceSetting",)),
+    (restricted.LOGGING, ("LogSettings",))) for name in names})
+
+
 class GrpcHandlers:
     """Every method of the service, for any transport. ``forwarding``: the client metadata that
-    becomes request parameters (``--grpc-header-forward-pattern``), None for none; a transport
-    hands an inference call's metadata over only where it is set."""
+    becomes request parameters (``--grpc-header-forward-pattern``), None for none;
+    ``restrictions``: the methods that need a header (``--grpc-restricted-protocol``). A
+    transport hands each call's client metadata over only where ``wants_metadata``."""
 
-    def __init__(self, server: InferenceServer, forwarding: HeaderForwarding | None = None):
+    def __init__(self, server: InferenceServer, forwarding: HeaderForwarding | None = None,
+                 restrictions: Restrictions | None = None):
         self.server = server
         self.forwarding = forwarding
+        self.restrictions = restrictions if restrictions else None
+        self.wants_metadata = forwarding is not None or self.restrictions is not None
         descriptor = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
         # path -> (request message type, method) for every unary RPC but ModelInfer
         self.unary = {PREFIX + m.name: (getattr(service_pb2, m.input_type.name), getattr(self, m.name))
                       for m in descriptor.methods
                       if not (m.client_streaming or m.server_streaming) and m.name != "ModelInfer"}
 
+    def refusal(self, path: str, metadata) -> Answer | None:
+        """The answer to a call of ``path`` whose metadata lacks the header its category is
+        restricted to, else None (tritonserver's UNAVAILABLE, before anything else of the call)."""
+        if self.restrictions is None:
+            return None
+        message = self.restrictions.refusal(CATEGORY.get(path, ""), metadata)
+        return None if message is None else (UNAVAILABLE, message, None)
+
     # ---- health ------------------------------------------------------------------------------
-    def health(self) -> bytes:
+    def health(self, metadata=()) -> Answer:
         """The HealthCheckResponse (any service name): SERVING (1) when the server is ready, else
         NOT_SERVING (2); the two-field message is encoded by hand to avoid another dependency."""
-        return b"\x08\x01" if self.server.ready() else b"\x08\x02"
+        refused = self.refusal(HEALTH, metadata)
+        if refused is not None:
+            return refused
+        return OK, "", b"\x08\x01" if self.server.ready() else b"\x08\x02"
 
     # ---- ModelInfer, the hot path ------------------------------------------------------------
     def begin_infer(self, payload: bytes, answer: Callable[[int, str, bytes | None], None],
@@ -107,8 +140,13 @@ class GrpcHandlers:
         """Decode a ModelInferRequest. ``answer(code, details, body)`` runs once: at once when
         the request is refused (then None is returned), else from the thread that finishes it,
         after ``submit_infer``. Between the two the transport may note the call as open.
-        ``metadata``: the call's client metadata, (key, value) pairs, where ``forwarding`` is set."""
+        ``metadata``: the call's client metadata, (key, value) pairs, where ``wants_metadata``."""
         trace = None
+        if self.restrictions is not None:
+            refused = self.refusal(INFER, metadata)
+            if refused is not None:
+                self._send(answer, refused, None)
+                return None
         try:
             split = split_request(payload)
             if split is None:  # protobuf's parse says what is wrong
@@ -174,7 +212,11 @@ class GrpcHandlers:
         that does not parse ends the stream (raises DecodeError, which ``status_of`` maps).
         ``grpc_error``: the client's header ``triton_grpc_error: true``; the first error ends the
         stream too (raises it as a ServeError). ``metadata``: the stream's client metadata, whose
-        forwarded headers every request of the stream gets, as in Triton."""
+        forwarded headers every request of the stream gets, as in Triton. A stream restricted to a
+        header it lacks ends before its first message is read (raises the refusal as a ServeError)."""
+        refused = self.refusal(STREAM, metadata)
+        if refused is not None:
+            raise ServeError(Status.UNAVAILABLE, refused[1])
         forwarded = self.forwarding.parameters(metadata) if self.forwarding is not None else {}
 
         async def messages():
@@ -185,11 +227,15 @@ class GrpcHandlers:
             yield message.SerializeToString()
 
     # ---- every other unary method ------------------------------------------------------------
-    async def call_unary(self, path: str, payload: bytes) -> Answer:
-        """A unary method by its path: its answer, whatever happens."""
+    async def call_unary(self, path: str, payload: bytes, metadata=()) -> Answer:
+        """A unary method by its path: its answer, whatever happens. ``metadata``: the call's
+        client metadata, where ``wants_metadata``."""
         entry = self.unary.get(path)
         if entry is None:
             return UNIMPLEMENTED, "Method not found!", None
+        refused = self.refusal(path, metadata)
+        if refused is not None:
+            return refused
         request_type, method = entry
         try:
             response = await method(request_type.FromString(payload))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from tritonctl.serve.core.header_forward import HeaderForwarding
+from tritonctl.serve.core.restrictions import Restrictions
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.grpc.handlers import HEALTH, INFER, MAX_MESSAGE, OK, STREAM, GrpcHandlers, status_of
 from tritonctl.serve.native_front_end import NativeFrontEnd, make_transport
@@ -40,12 +41,13 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     transport_name = "gRPC C++ (C++ transport)"
 
-    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None):
-        # The transport keeps each call's client metadata only where it is forwarded.
-        keeps = {"keep_metadata": True} if forwarding is not None else {}
+    def __init__(self, server: InferenceServer, address: str, forwarding: HeaderForwarding | None = None,
+                 restrictions: Restrictions | None = None):
+        self.handlers = GrpcHandlers(server, forwarding, restrictions)
+        # The transport keeps each call's client metadata only where it is forwarded or checked.
+        keeps = {"keep_metadata": True} if self.handlers.wants_metadata else {}
         super().__init__(lambda: make_transport(lambda **keep: _native.Server(address, MAX_MESSAGE, STREAM, INFER,
                                                                               **keep), keeps, "gRPC", "aio"))
-        self.handlers = GrpcHandlers(server, forwarding)
         self.open: dict = {}  # call -> what to stop when the client goes: an InferCall, a task or a stream
 
     async def start(self) -> None:
@@ -84,13 +86,13 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             self.open[call] = stream
             stream.inbox.put_nowait(payload)
         elif method == HEALTH:
-            call.finish(OK, "", self.handlers.health())
+            call.finish(*self.handlers.health(self._metadata(call)))
         else:
             self.open[call] = asyncio.ensure_future(self._unary(call, payload))
 
     def _infer(self, call, payload: bytes) -> None:
         infer = self.handlers.begin_infer(payload, lambda code, details, body: self._answer(call, code, details, body),
-                                          call.metadata if self.handlers.forwarding is not None else ())
+                                          self._metadata(call))
         if infer is None:  # refused: answered
             return
         self.open[call] = infer
@@ -98,6 +100,10 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             self.open.pop(call, None)
             return
         self.handlers.submit_infer(infer)
+
+    def _metadata(self, call):
+        """The call's client metadata where the handlers use it (the transport keeps it then)."""
+        return call.metadata if self.handlers.wants_metadata else ()
 
     def _answer(self, call, code: int, details: str, body: bytes | None) -> None:
         """On the thread that finished the request (the transport is thread-safe); a call the
@@ -107,7 +113,7 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     async def _unary(self, call, payload: bytes) -> None:
         try:
-            call.finish(*await self.handlers.call_unary(call.method, payload))
+            call.finish(*await self.handlers.call_unary(call.method, payload, self._metadata(call)))
         except asyncio.CancelledError:  # the client went away; the transport has answered
             pass
         finally:

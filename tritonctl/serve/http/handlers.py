@@ -16,7 +16,9 @@ from urllib.parse import unquote_to_bytes
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
+from tritonctl.serve.core import restrictions as restricted
 from tritonctl.serve.core.header_forward import HeaderForwarding
+from tritonctl.serve.core.restrictions import Restrictions
 from tritonctl.serve.core.names import check_model_name
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
@@ -124,19 +126,53 @@ def infer_target(method: str, path: str) -> tuple[str, str] | None:
     return None
 
 
+# The --http-restricted-api category of a model route's action (tritonserver's http_server.cc).
+MODEL_ACTION_CATEGORY = {"": restricted.METADATA, "ready": restricted.HEALTH, "config": restricted.MODEL_CONFIG,
+                         "stats": restricted.STATISTICS, "infer": restricted.INFERENCE, "trace": restricted.TRACE}
+TOP_CATEGORY = {"health": restricted.HEALTH, "repository": restricted.MODEL_REPOSITORY,
+                "logging": restricted.LOGGING, "systemsharedmemory": restricted.SHARED_MEMORY,
+                "cudasharedmemory": restricted.SHARED_MEMORY, "trace": restricted.TRACE}
+
+
+def api_category(parts: list[str]) -> str:
+    """The restricted-API category of a request path's segments; "" for a path in none (which
+    ends as 404)."""
+    if parts[:1] != ["v2"]:
+        return ""
+    if len(parts) == 1:
+        return restricted.METADATA
+    if parts[1] != "models":
+        return TOP_CATEGORY.get(parts[1], "")
+    tail = parts[3:]
+    if parts[2:] == ["stats"]:
+        return restricted.STATISTICS
+    if len(tail) >= 2 and tail[0] == "versions":
+        tail = tail[2:]
+    return MODEL_ACTION_CATEGORY.get(tail[0] if tail else "", "")
+
+
 class HttpHandlers:
     """Every endpoint, for any transport (native.py, the C++ one over libevent, and asgi.py,
     uvicorn): every endpoint through ``handle``, inference (the route a transport asks
     ``infer_target`` about first) through ``begin_infer`` and ``submit_infer``. ``forwarding``:
     the headers of an inference request that become its parameters
     (``--http-header-forward-pattern``), None for none; transports keep the headers' names as
-    sent (``HttpRequest.sent_headers``) only where it is set."""
+    sent (``HttpRequest.sent_headers``) only where it is set. ``restrictions``: the APIs that need
+    a header (``--http-restricted-api``), checked before anything else of a request."""
 
     def __init__(self, server: InferenceServer, max_input_size: int = 1 << 26,
-                 forwarding: HeaderForwarding | None = None):
+                 forwarding: HeaderForwarding | None = None, restrictions: Restrictions | None = None):
         self.server = server
         self.max_input_size = max_input_size
         self.forwarding = forwarding
+        self.restrictions = restrictions if restrictions else None
+
+    def refusal(self, category: str, request: HttpRequest) -> Reply | None:
+        """403 when ``request`` lacks the header ``category`` is restricted to, else None."""
+        if self.restrictions is None:
+            return None
+        message = self.restrictions.refusal(category, request.headers)
+        return None if message is None else Reply(403, error_body(message))
 
     # ---- the reply writer ----------------------------------------------------------------------
     @staticmethod
@@ -171,6 +207,11 @@ class HttpHandlers:
         """Decode an inference request. ``answer(status, headers, body)`` runs once: at once when
         the request is refused (then None is returned), else from the thread that finishes it,
         after ``submit_infer``. Between the two the transport may note the call as open."""
+        if self.restrictions is not None:
+            refused = self.refusal(restricted.INFERENCE, request)
+            if refused is not None:
+                self._deliver(refused, request.headers, answer)
+                return None
         traces = self.server.traces
         trace = traces.sample(model) if traces.enabled else None
         try:
@@ -239,6 +280,10 @@ class HttpHandlers:
     async def route(self, request: HttpRequest) -> Reply:
         method = request.method
         parts = path_segments(request.path)
+        if self.restrictions is not None:
+            refused = self.refusal(api_category(parts), request)
+            if refused is not None:
+                return refused
         if not parts or parts[0] != "v2":
             return NOT_FOUND
         rest = parts[1:]
