@@ -181,6 +181,20 @@ def test_grpc_stream_without_the_header_is_refused(server):
             assert error is None and result.as_numpy("OUTPUT0").tolist() == [3.0]
 
 
+def test_grpc_stream_is_refused_when_opened_before_any_request(server):
+    # L0_grpc's RestrictedProtocolTest.test_stream_infer: the stream is ended as soon as it is
+    # opened without the header, so the client finds it invalid before it sends anything.
+    results: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)), headers={"test": "1"})
+        result, error = results.get(timeout=60)
+        assert result is None and error.status() == "StatusCode.UNAVAILABLE"
+        assert error.message() == "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'"
+        with pytest.raises(InferenceServerException, match="The stream is no longer in valid state"):
+            client.async_stream_infer("identity", [grpc_input()])
+        client.stop_stream()
+
+
 def test_grpc_standard_health_check_is_in_the_health_category(server):
     with grpc.insecure_channel(server.grpc_url) as channel:
         check = channel.unary_unary("/grpc.health.v1.Health/Check")

@@ -35,7 +35,7 @@ namespace py = pybind11;
 
 namespace {
 
-enum EventKind { kMessage = 0, kHalfClose = 1, kCancel = 2 };
+enum EventKind { kMessage = 0, kHalfClose = 1, kCancel = 2, kOpen = 3 };
 
 class Reactor;
 
@@ -101,6 +101,8 @@ class Reactor : public grpc::ServerGenericBidiReactor {
         state_->metadata.emplace_back(std::string(entry.first.data(), entry.first.size()),
                                       std::string(entry.second.data(), entry.second.size()));
       }
+      // Python sees the stream's metadata before its first message (a restricted stream ends there).
+      if (state_->streaming) events_->Push({kOpen, state_, grpc::ByteBuffer()});
     }
     StartRead(&request_);
   }
@@ -379,6 +381,7 @@ PYBIND11_MODULE(_native, m) {
   m.attr("MESSAGE") = static_cast<int>(kMessage);
   m.attr("HALF_CLOSE") = static_cast<int>(kHalfClose);
   m.attr("CANCEL") = static_cast<int>(kCancel);
+  m.attr("OPEN") = static_cast<int>(kOpen);
   py::class_<Call>(m, "Call")
       .def_property_readonly("method", &Call::method)
       .def_property_readonly("cancelled", &Call::cancelled,

@@ -31,6 +31,10 @@ else:
     NOT_BUILT = False
 
 
+# A stream opened (where the transport keeps metadata): its metadata is checked before any message.
+OPEN = getattr(_native, "OPEN", None)
+
+
 def available() -> bool:
     return _native is not None
 
@@ -60,7 +64,9 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
 
     def _on_events(self) -> None:
         for kind, call, payload in self.transport.take_events():
-            if kind == _native.MESSAGE:
+            if kind == OPEN:  # a stream, before its first message (only where metadata is kept)
+                self.open[call] = _Stream(self, call)
+            elif kind == _native.MESSAGE:
                 stream = self.open.get(call) if call.method == STREAM else None
                 if stream is not None:
                     stream.inbox.put_nowait(payload)
