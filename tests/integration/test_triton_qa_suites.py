@@ -150,7 +150,8 @@ def test_bls_parameters_suite_passes(qa, serve_args):
 def test_grpc_client_plugin_suite_passes(qa, serve_args):
     """L0_grpc's client plugin run: with every header forwarded, the header a client plugin
     adds (sync and asyncio gRPC clients) reaches the model as a request parameter, and no
-    longer once the plugin is unregistered. Its files are fetched, not kept here
+    longer once the plugin is unregistered; its restricted-protocol run: the restricted
+    methods need their header (a stream is ended as soon as it opens without it). Its files are fetched, not kept here
     (tests/triton_qa/README.md)."""
     suites, runner = qa
     suite = suites.SUITES["L0_grpc"]
@@ -159,5 +160,7 @@ def test_grpc_client_plugin_suite_passes(qa, serve_args):
         pytest.skip(absent)
     cases = _run(qa, suite, serve_args)
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
-        f"[client_plugin] {name}.test_simple_infer": ("passed", "")
-        for name in ("GRPCClientPluginTest", "GRPCClientPluginAsyncTest")}
+        **{f"[client_plugin] {name}.test_simple_infer": ("passed", "")
+           for name in ("GRPCClientPluginTest", "GRPCClientPluginAsyncTest")},
+        **{f"[restricted_protocol] RestrictedProtocolTest.test_{name}": ("passed", "")
+           for name in ("sanity", "model_repository", "health", "infer", "stream_infer")}}

@@ -482,15 +482,46 @@ DECOUPLED = Suite(
 
 # ------------------------------------------------------------ L0_grpc
 
+SIMPLE_CONFIG = """name: "simple"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+        { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+         { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+"""
+
+
+def build_simple(suite_dir: Path, repository: Path) -> None:
+    """Triton's 'simple' model (a TensorFlow add/sub graph in its QA model repository) as the
+    Python stand-in standins/simple: same name, inputs, outputs and batch size."""
+    (repository / "simple" / "1").mkdir(parents=True)
+    (repository / "simple" / "config.pbtxt").write_text(SIMPLE_CONFIG)
+    shutil.copy(STANDINS / "simple" / "model.py", repository / "simple" / "1" / "model.py")
+
+
+def restricted_protocol(groups: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(tritonctl's, tritonserver's) arguments restricting each of ``groups``."""
+    return (tuple(arg for group in groups for arg in ("--grpc-restricted-protocol", group)),
+            tuple(f"--grpc-restricted-protocol={group}" for group in groups))
+
+
+RESTRICTED_ARGS = restricted_protocol(("model-repository:admin-key=admin-value",
+                                       "inference,health:infer-key=infer-value"))
+
 GRPC = Suite(
     name="L0_grpc",
     tests=("grpc_client_plugin_test.py",),
     build=build_as_is("client_plugin_models"),
     # test.sh's client plugin run: every header forwarded, so that the headers a client plugin
-    # adds reach the model as request parameters. Its other runs drive the C++ and Python
-    # client examples over Triton's 'simple' models, nginx (basic auth), grpc-health-probe
-    # (fetched with `go install`) and --grpc-restricted-protocol: not ported.
-    phases=(Phase("client_plugin", tritonctl_args=header_pattern(".*"), triton_args=header_pattern(".*")),),
+    # adds reach the model as request parameters; and its restricted-protocol run
+    # (python_unit_test.py RestrictedProtocolTest, the server in the default model control
+    # mode, 'simple' a Python stand-in). Its other runs drive the C++ and Python client examples
+    # over Triton's 'simple' models, nginx (basic auth) and grpc-health-probe (fetched with
+    # `go install`): not ported.
+    phases=(Phase("client_plugin", tritonctl_args=header_pattern(".*"), triton_args=header_pattern(".*")),
+            Phase("restricted_protocol", tests=("python_unit_test.py::RestrictedProtocolTest",), build=build_simple,
+                  tritonctl_args=RESTRICTED_ARGS[0], triton_args=RESTRICTED_ARGS[1])),
 )
 
 
