@@ -119,15 +119,19 @@ def test_string_io_suite_passes(qa, serve_args):
 def test_http_suite_passes(qa, serve_args):
     """L0_http's http_test.py (the version with 9 cases): raw binary requests (no JSON header)
     deduced onto a model's one input, BYTES ones of one element, the refusals Triton words for
-    the others, a body sent chunked, and 503 for a request that finds the queue full. Its test
-    file is fetched, not kept here (tests/triton_qa/README.md)."""
+    the others, a body sent chunked, and 503 for a request that finds the queue full; and its
+    restricted-API run (http_restricted_api_test.py). Its test files are fetched, not kept here
+    (tests/triton_qa/README.md)."""
     suites, runner = qa
     suite = suites.SUITES["L0_http"]
     absent = runner._upstream_absent(suite)
     if absent:
         pytest.skip(absent)
     cases = _run(qa, suite, serve_args)
-    assert len(cases) == 9
+    restricted = {name for name in cases if name.startswith("[restricted_api] ")}
+    assert len(cases) - len(restricted) == 9
+    assert restricted == {f"[restricted_api] RestrictedAPITest.test_{name}"
+                          for name in ("sanity", "model_repository", "metadata", "infer")}
     assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
         name: ("passed", "") for name in cases}
 

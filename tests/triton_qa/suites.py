@@ -392,6 +392,32 @@ def build_queue_timeout(suite_dir: Path, repository: Path) -> None:
 QUEUE_TIMEOUT = Suite(name="L0_queue_timeout", tests=("queue_timeout_test.py",), build=build_queue_timeout)
 
 
+# ------------------------------------------------------------ Triton's 'simple' model
+
+SIMPLE_CONFIG = """name: "simple"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+        { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+         { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+"""
+
+
+def build_simple(suite_dir: Path, repository: Path) -> None:
+    """Triton's 'simple' model (a TensorFlow add/sub graph in its QA model repository) as the
+    Python stand-in standins/simple: same name, inputs, outputs and batch size."""
+    (repository / "simple" / "1").mkdir(parents=True)
+    (repository / "simple" / "config.pbtxt").write_text(SIMPLE_CONFIG)
+    shutil.copy(STANDINS / "simple" / "model.py", repository / "simple" / "1" / "model.py")
+
+
+def restricted(flag: str, *groups: str) -> dict[str, tuple[str, ...]]:
+    """A Phase's arguments (tritonctl's and tritonserver's) giving ``flag`` each of ``groups``."""
+    return {"tritonctl_args": tuple(arg for group in groups for arg in (flag, group)),
+            "triton_args": tuple(f"{flag}={group}" for group in groups)}
+
+
 # ------------------------------------------------------------ L0_http
 
 def _identity_config(name: str, count: int, data_type: str, dims: str, max_batch_size: int = 8) -> str:
@@ -420,7 +446,17 @@ def build_http(suite_dir: Path, repository: Path) -> None:
                        "    default_queue_policy {\n        max_queue_size: 1\n    }\n}\n")
 
 
-HTTP = Suite(name="L0_http", tests=("http_test.py",), build=build_http)
+HTTP = Suite(
+    name="L0_http",
+    tests=("http_test.py",),
+    build=build_http,
+    phases=(Phase(),
+            # test.sh's restricted-API run: model-repository behind admin-key, inference and
+            # metadata behind infer-key (build_simple: the 'simple' stand-in of L0_grpc's run).
+            Phase("restricted_api", tests=("http_restricted_api_test.py::RestrictedAPITest",), build=build_simple,
+                  **restricted("--http-restricted-api", "model-repository:admin-key=admin-value",
+                               "inference,metadata:infer-key=infer-value"))),
+)
 
 
 # ------------------------------------------------------------ L0_backend_python/bls
@@ -482,33 +518,6 @@ DECOUPLED = Suite(
 
 # ------------------------------------------------------------ L0_grpc
 
-SIMPLE_CONFIG = """name: "simple"
-backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-        { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
-         { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-"""
-
-
-def build_simple(suite_dir: Path, repository: Path) -> None:
-    """Triton's 'simple' model (a TensorFlow add/sub graph in its QA model repository) as the
-    Python stand-in standins/simple: same name, inputs, outputs and batch size."""
-    (repository / "simple" / "1").mkdir(parents=True)
-    (repository / "simple" / "config.pbtxt").write_text(SIMPLE_CONFIG)
-    shutil.copy(STANDINS / "simple" / "model.py", repository / "simple" / "1" / "model.py")
-
-
-def restricted_protocol(groups: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(tritonctl's, tritonserver's) arguments restricting each of ``groups``."""
-    return (tuple(arg for group in groups for arg in ("--grpc-restricted-protocol", group)),
-            tuple(f"--grpc-restricted-protocol={group}" for group in groups))
-
-
-RESTRICTED_ARGS = restricted_protocol(("model-repository:admin-key=admin-value",
-                                       "inference,health:infer-key=infer-value"))
-
 GRPC = Suite(
     name="L0_grpc",
     tests=("grpc_client_plugin_test.py",),
@@ -521,7 +530,8 @@ GRPC = Suite(
     # `go install`): not ported.
     phases=(Phase("client_plugin", tritonctl_args=header_pattern(".*"), triton_args=header_pattern(".*")),
             Phase("restricted_protocol", tests=("python_unit_test.py::RestrictedProtocolTest",), build=build_simple,
-                  tritonctl_args=RESTRICTED_ARGS[0], triton_args=RESTRICTED_ARGS[1])),
+                  **restricted("--grpc-restricted-protocol", "model-repository:admin-key=admin-value",
+                               "inference,health:infer-key=infer-value"))),
 )
 
 
