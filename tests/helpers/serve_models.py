@@ -177,3 +177,26 @@ def write_tag_logger(repo: Path, name: str, max_batch_size: int, dynamic_batchin
         'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
         'instance_group [ { kind: KIND_CPU count: 1 } ]\n' + dynamic_batching + "\n")
     return model_dir / "ran"
+
+
+IDENTITY_PY = """\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
+            r, "INPUT0").as_numpy())]) for r in requests]
+"""
+
+
+def write_python_identity(repo: Path, name: str = "identity") -> Path:
+    """A Python model without batching that answers its FP32 [1] INPUT0 as OUTPUT0."""
+    model_dir = repo / name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    (model_dir / "1" / "model.py").write_text(IDENTITY_PY)
+    (model_dir / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    return model_dir

@@ -20,25 +20,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import write_python_identity
 from tritonctl.serve.core.restrictions import RestrictionError
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions, ServerRuntime
 
-MODEL = '''
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
-            r, "INPUT0").as_numpy())]) for r in requests]
-'''
-CONFIG = '''
-name: "identity"
-backend: "python"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-'''
 GROUPS = ["inference,health:infer-key=infer-value",
           "model-repository,statistics,model-config,shared-memory,trace,logging:admin-key=admin-value"]
 GRPC_INFER = {"triton-grpc-protocol-infer-key": "infer-value"}
@@ -50,9 +35,7 @@ HTTP_ADMIN = {"admin-key": "admin-value"}
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     repo = tmp_path_factory.mktemp("restricted") / "repo"
-    (repo / "identity" / "1").mkdir(parents=True)
-    (repo / "identity" / "config.pbtxt").write_text(CONFIG)
-    (repo / "identity" / "1" / "model.py").write_text(MODEL)
+    write_python_identity(repo)
     return repo
 
 

@@ -17,6 +17,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from helpers.triton_anchor import TritonServer, unavailable_reason
+from helpers.serve_models import write_python_identity
 from tritonctl.serve.core.restrictions import RestrictionError
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions, ServerRuntime
 
@@ -24,22 +25,6 @@ UNAVAILABLE = unavailable_reason()
 pytestmark = [pytest.mark.triton, pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None,
                                                                        reason=UNAVAILABLE or "")]
 
-MODEL = '''
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
-            r, "INPUT0").as_numpy())]) for r in requests]
-'''
-CONFIG = '''
-name: "identity"
-backend: "python"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-'''
 GRPC_GROUPS = ["inference,health:infer-key=infer-value", "model-repository,statistics:admin-key=admin-value"]
 HTTP_GROUPS = ["inference,model-config:infer-key=infer-value", "model-repository,statistics:admin-key=admin-value"]
 FLAGS = (*[f"--grpc-restricted-protocol={group}" for group in GRPC_GROUPS],
@@ -55,9 +40,7 @@ BODY = {"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     repo = tmp_path_factory.mktemp("restricted_diff") / "repo"
-    (repo / "identity" / "1").mkdir(parents=True)
-    (repo / "identity" / "config.pbtxt").write_text(CONFIG)
-    (repo / "identity" / "1" / "model.py").write_text(MODEL)
+    write_python_identity(repo)
     return repo
 
 
