@@ -29,7 +29,7 @@ def test_a_run_resumed_on_other_hardware_measures_again_and_compares_only_its_ow
     there = fingerprint()["id"]
     assert there != here
     again = run_analyze(options.__class__(**{**options.__dict__, "resume": True}))
-    assert again.reused == 0 and again.measured >= first.measured
+    assert again.reused == 0 and again.measured > 0  # how many points a sweep takes depends on the load
     assert again.meta["hardware"]["id"] == there and again.meta["hardware"]["tag"] == "other-node"
     frame = pd.read_csv(tmp_path / "out" / "measurements.csv")
     assert set(frame["hardware"]) == {there}  # the tables and the choice: this hardware's points only
