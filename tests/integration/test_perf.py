@@ -107,11 +107,16 @@ def test_cli_writes_csv_and_json(server, tmp_path, capsys):
     assert json.loads(out)["levels"][0]["request_rate"] == 100
 
 
+# Windows long enough, and a stability band wide enough, that a machine busy with other work still
+# gives this test its result: it is about replaying the trace, not about stability.
+LOOSE = ("-p", "300", "-s", "5000", "-r", "10")
+
+
 def test_cli_replays_a_request_intervals_file(server, tmp_path, capsys):
     trace = tmp_path / "trace.txt"
     trace.write_text("4000\n\n2000\n14000\n")  # 3 sends per 20 ms: 150/s on average, in a loop
     code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.grpc_url, "-i", "grpc",
-                         "--request-intervals", str(trace), "-p", "150", "-s", "500", "-r", "4", "--json", "-")
+                         "--request-intervals", str(trace), *LOOSE, "--json", "-")
     assert code == 0, err
     document = json.loads(out)
     assert document["request_intervals"] == {"count": 3, "total_us": 20000, "mean_rate_per_s": 150.0}
@@ -121,7 +126,7 @@ def test_cli_replays_a_request_intervals_file(server, tmp_path, capsys):
     assert document["total_requests_sent"] == document["server_requests_total"]
 
     code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "--request-intervals", str(trace),
-                         "-p", "150", "-s", "500", "-r", "4")
+                         *LOOSE)
     assert code == 0, err
     assert "trace of 3 intervals, mean 150/s" in out
 
