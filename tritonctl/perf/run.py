@@ -43,19 +43,25 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict) -> N
         loop.default_exception_handler(context)
 
 
+async def prepare_requests(client: PerfClient, options: PerfOptions):
+    """The model's metadata, a sender of one request, and the requests to send (built once)."""
+    info = await client.model_info(options.model, options.model_version)
+    shapes = request_shapes(info, options.batch_size, options.shapes)
+    arrays = build_requests(info, shapes, options.input_data, options.batch_size)
+    datatypes = {t.name: t.datatype for t in info.inputs}
+    outputs = client.make_outputs([t.name for t in info.outputs])
+    prepared = [client.make_inputs(request, datatypes) for request in arrays]
+
+    async def send(inputs: list) -> None:
+        await client.infer(options.model, options.model_version, inputs, outputs)
+
+    return info, send, prepared
+
+
 async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfResult:
     asyncio.get_running_loop().set_exception_handler(_quiet_about_interrupts)
     async with PerfClient(options.url, options.protocol, options.request_timeout_s) as client:
-        info = await client.model_info(options.model, options.model_version)
-        shapes = request_shapes(info, options.batch_size, options.shapes)
-        arrays = build_requests(info, shapes, options.input_data, options.batch_size)
-        datatypes = {t.name: t.datatype for t in info.inputs}
-        outputs = client.make_outputs([t.name for t in info.outputs])
-        prepared = [client.make_inputs(request, datatypes) for request in arrays]
-
-        async def send(inputs: list) -> None:
-            await client.infer(options.model, options.model_version, inputs, outputs)
-
+        info, send, prepared = await prepare_requests(client, options)
         result = PerfResult(options, info)
         before = await client.statistics(options.model, options.model_version)
         levels: list[tuple[int | None, float | None]] = (

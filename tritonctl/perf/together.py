@@ -15,11 +15,10 @@ import time
 from contextlib import AsyncExitStack
 
 from tritonctl.perf.client import PerfClient
-from tritonctl.perf.inputs import build_requests, request_shapes
 from tritonctl.perf.loadgen import LoadGenerator
 from tritonctl.perf.measurement import LevelResult, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
-from tritonctl.perf.run import _quiet_about_interrupts, _wait
+from tritonctl.perf.run import _quiet_about_interrupts, _wait, prepare_requests
 
 
 def run_together(loads: list[PerfOptions]) -> list[LevelResult]:
@@ -85,16 +84,7 @@ async def _together(loads: list[PerfOptions]) -> list[LevelResult]:
 
 
 async def _generator(client: PerfClient, options: PerfOptions) -> LoadGenerator:
-    info = await client.model_info(options.model, options.model_version)
-    shapes = request_shapes(info, options.batch_size, options.shapes)
-    arrays = build_requests(info, shapes, options.input_data, options.batch_size)
-    datatypes = {t.name: t.datatype for t in info.inputs}
-    outputs = client.make_outputs([t.name for t in info.outputs])
-    prepared = [client.make_inputs(request, datatypes) for request in arrays]
-
-    async def send(inputs: list) -> None:
-        await client.infer(options.model, options.model_version, inputs, outputs)
-
+    _, send, prepared = await prepare_requests(client, options)
     return LoadGenerator(send, prepared)
 
 
