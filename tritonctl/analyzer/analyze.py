@@ -165,6 +165,17 @@ def drive(run: Callable[[], None], search: Search, engine: Engine, runner: "_Run
     return interrupted, failure
 
 
+def write_reports(frame, meta: dict, best, default, options: AnalyzeOptions, runner: "_Runner", interrupted: bool,
+                  files: list, notes: list) -> None:
+    """summary.json and report.html, added to ``files``; what the report could not do, to ``notes``."""
+    files.append(write_summary(meta, best, default, options, runner, interrupted))
+    report, note = write_html(frame, meta, options.output_dir)
+    if report:
+        files.append(report)
+    if note:
+        notes.append(note)
+
+
 def raise_kept(failure: Exception | None, checkpoint: Checkpoint, output_dir: Path) -> None:
     """After the results are written: the failure that stopped the run, and how to go on."""
     if failure is not None:
@@ -376,11 +387,6 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
             notes.append(note)
     else:  # no choice this time: a config.pbtxt from an earlier run must not look like this run's
         (options.output_dir / "config.pbtxt").unlink(missing_ok=True)
-    files.append(write_summary(meta, best, default, options, runner, interrupted))
-    report, note = write_html(frame, meta, options.output_dir)
-    if report:
-        files.append(report)
-    if note:
-        notes.append(note)
+    write_reports(frame, meta, best, default, options, runner, interrupted, files, notes)
     return AnalyzeResult(options.output_dir, results, best, default, frame, meta, files, interrupted,
                          runner.measured, runner.reused, notes, applied)

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from tritonctl import __version__
 from tritonctl.analyzer.analyze import (AnalyzeOptions, AnalyzeResult, Reporter, _points_by_stage, _Runner,
-                                        _settings, drive, raise_kept)
+                                        _settings, drive, raise_kept, write_reports)
 from tritonctl.analyzer.checkpoint import Checkpoint
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.objective import ConfigResult, choose_best, summarize
-from tritonctl.analyzer.output import apply_config, config_header, write_html, write_summary
+from tritonctl.analyzer.output import apply_config, config_header
 from tritonctl.analyzer.pipeline_search import JointSmartSearch, joint_budget, register
 from tritonctl.analyzer.pipeline_space import JointSpace, Pipeline, PipelineCandidate, load_pipeline
 from tritonctl.analyzer.point import Point
@@ -300,12 +300,7 @@ def _finish(options: AnalyzeOptions, pipeline: Pipeline, space: JointSpace, sear
     else:
         for name in (*pipeline.names, pipeline.model):
             (options.output_dir / name / "config.pbtxt").unlink(missing_ok=True)
-    files.append(write_summary(meta, best, default, options, runner, interrupted))
-    report, note = write_html(frame, meta, options.output_dir)
-    if report:
-        files.append(report)
-    if note:
-        notes.append(note)
+    write_reports(frame, meta, best, default, options, runner, interrupted, files, notes)
     return AnalyzeResult(options.output_dir, results, best, default, frame, meta, files, interrupted,
                          runner.measured, runner.reused, notes, applied)
 
