@@ -26,6 +26,9 @@ in Model Analyzer's terms: the % of the best objective found (that ratio) and th
 measured, plus smart's measurement time as a fraction of exhaustive's (the time spent measuring,
 from the points' own timings, re-measurements included).
 
+`--reference FILE` takes the exhaustive runs from an earlier --jsonl file (same model, space and
+window) instead of running them again; their choices are still measured head to head in this run.
+
 Every finished run is appended to the --jsonl file as it ends, so a run cut short keeps what it
 measured; `--table FILE` prints the tables of such a file.
 """
@@ -185,8 +188,14 @@ def bench(name: str, space_name: str, work: Path, args: argparse.Namespace, sink
     interval = window or (args.small_interval if space_name == "small" else args.default_interval)
     label = f"{name}/{space_name}"
     base = work / name / space_name
-    runs = [analyze("exhaustive", name, repo, base / "exhaustive", space, shapes, input_data, interval, objective)]
-    sink({"kind": "run", "model": name, "space": space_name, "interval_ms": interval, **runs[0]})
+    earlier = args.earlier.get((name, space_name, interval))
+    if earlier is not None:  # exhaustive's run from --reference: its choice is measured head to head again below
+        runs = [{k: v for k, v in earlier.items() if k not in ("kind", "model", "space", "interval_ms")}]
+        print(f"[{label}] exhaustive from {args.reference}: {earlier['chosen']} @ {earlier['concurrency']}", flush=True)
+    else:
+        runs = [analyze("exhaustive", name, repo, base / "exhaustive", space, shapes, input_data, interval, objective)]
+    sink({"kind": "run", "model": name, "space": space_name, "interval_ms": interval, **runs[0],
+          **({"reference": str(args.reference)} if earlier is not None else {})})
     for number in range(args.smart_runs):
         run = analyze("smart", name, repo, base / f"smart{number + 1}", space, shapes, input_data, interval, objective)
         runs.append(run)
@@ -241,7 +250,8 @@ def tables(records: list[dict]) -> str:
                     shares.append(share)
             if run["strategy"] == "smart":
                 fractions.append(run["configs"] / run["configs_total"])
-            name = run["strategy"] + (f" {run['run']}" if run.get("run") else "")
+            name = run["strategy"] + (f" {run['run']}" if run.get("run") else "") + (
+                " (earlier run)" if run.get("reference") else "")
             lines.append(f"| {model} | {space} | {run['interval_ms']:g} ms | {name} | {run['chosen']} @ "
                          f"{run['concurrency']} | {ratio_text or '-'} | {percent or '-'} | {run['configs']} of "
                          f"{run['configs_total']} ({100 * run['configs'] / run['configs_total']:.0f}%) | "
@@ -271,7 +281,16 @@ def main() -> None:
     parser.add_argument("--shared-dir", type=Path, help="the shared models and anchors (default: ../shared)")
     parser.add_argument("--jsonl", type=Path, help="append each finished run here")
     parser.add_argument("--table", type=Path, help="only print the tables of this --jsonl file")
+    parser.add_argument("--reference", type=Path,
+                        help="a --jsonl file of an earlier run: its exhaustive runs (same model, space and window) "
+                             "are taken from it instead of run again; their choices are still measured head to head")
     args = parser.parse_args()
+    args.earlier = {}
+    if args.reference:
+        for line in args.reference.read_text().splitlines():
+            record = json.loads(line) if line.strip() else {}
+            if record.get("kind") == "run" and record.get("strategy") == "exhaustive":
+                args.earlier[(record["model"], record["space"], record["interval_ms"])] = record
     if args.shared_dir:
         global SHARED
         SHARED = args.shared_dir

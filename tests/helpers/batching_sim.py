@@ -65,13 +65,13 @@ class SimulatedServer:
                   measured: list | None = None):
         """An ``Evaluate`` for the strategies: the real sweep over simulated points."""
 
-        def evaluate(candidate: Candidate, stage: str) -> ConfigResult:
+        def evaluate(candidate: Candidate, stage: str, near: float | None = None) -> ConfigResult:
             def measure(concurrency: int) -> Point:
                 if measured is not None:
                     measured.append((candidate.config_id, concurrency))
                 return self.point(candidate, concurrency, stage)
 
-            points, reason = sweep(levels, measure, objective, constraints)
+            points, reason = sweep(levels, measure, objective, constraints, near=near)
             return ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
                                 best_point(points, objective, constraints), reason)
 

@@ -253,11 +253,11 @@ class _Runner:
         self.reused = 0
         self.any_ok = any(p.ok for p in checkpoint.recorded)
 
-    def evaluate(self, candidate: Candidate, stage: str) -> ConfigResult:
+    def evaluate(self, candidate: Candidate, stage: str, near: float | None = None) -> ConfigResult:
         options = self.options
         self.reporter.candidate(candidate, stage)
         points, reason = sweep(options.space.load_levels, lambda level: self._point(candidate, level, stage),
-                               options.objective, options.constraints, options.sweep_rule)
+                               options.objective, options.constraints, options.sweep_rule, near)
         result = ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
                               best_point(points, options.objective, options.constraints), reason)
         self.reporter.candidate_done(result)

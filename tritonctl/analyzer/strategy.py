@@ -10,6 +10,9 @@ end with a final round that confirms the winner.
    ways while each value measures no worse than the best so far, then step to the best value;
 3. refine: hill-climb from the best config over the neighbours in every knob until none wins.
 
+On a throughput objective, every config after the baseline and the start is swept from near the
+load where the best config so far peaked (``sweep``'s warm start), not from the lowest load.
+
 Every comparison is noise-aware (``noise``): a step is taken only when its gain exceeds both
 configs' bands; within them, both are measured again, back to back, up to ``RECHECK_ROUNDS``
 times, and if they still cannot be told apart they are equivalent and the search stays where it
@@ -44,7 +47,7 @@ from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import Candidate, CandidateSet, Knobs
 
-Evaluate = Callable[[Candidate, str], ConfigResult]
+Evaluate = Callable[[Candidate, str, "float | None"], ConfigResult]  # candidate, stage, sweep near (sweep.py)
 Sample = Callable[[Candidate, float, int, str], Point]  # candidate, load level, repeat (1, 2, ...), stage
 # Knobs in order of effect; the first three are ordered (a step is a neighbour), the others are sets.
 ORDERED = ("instance_count", "max_batch_size", "max_queue_delay_us")
@@ -167,6 +170,7 @@ class Search:
         self.by_id = {c.config_id: c for c in candidates.all}
         self.unexplored: list[str] = []  # knobs whose line the budget did not cover
         self.final: FinalRound | None = None
+        self.warm_start = False  # sweeps start near the best config's load (smart, on a throughput objective)
 
     def decide(self, text: str) -> None:
         self.decisions.append(text)
@@ -179,8 +183,17 @@ class Search:
             if self.time_budget is not None and self.results and not self.time_budget.allows(self._point_seconds()):
                 self.out_of_time = True
                 raise BudgetExhausted
-            self.results[candidate.config_id] = self.evaluate(candidate, stage)
+            self.results[candidate.config_id] = self.evaluate(candidate, stage, self._near())
         return self.results[candidate.config_id]
+
+    def _near(self) -> float | None:
+        """Where a warm-started sweep aims: the load level at which the best config so far peaked."""
+        if not self.warm_start:
+            return None
+        anchored = [c for c in map(self.by_id.get, self.results) if self.anchor(c) is not None]
+        if not anchored:
+            return None
+        return self.anchor(max(anchored, key=lambda c: self.estimate(c).score)).level
 
     def _point_seconds(self) -> list[float]:
         return [p.measured_s for r in self.results.values() for p in r.points if p.measured_s > 0]
@@ -413,6 +426,10 @@ class GridClimb:
             start = self.at(self.position)
             search.measure(start, "explore")
             search.decide(f"explore: start at {search.summary(start)}, {self.start_words(start)}")
+            if search.objective.throughput_weight == 1.0:
+                # Every config met so far was swept from the lowest load; the others start near the
+                # best one's peak load (and walk down when they peak lower): a sweep in half the points.
+                search.warm_start = True
             for dim in list(pending):
                 self._line_search(dim)
                 pending.remove(dim)

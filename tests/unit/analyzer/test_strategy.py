@@ -80,6 +80,21 @@ def test_smart_reaches_exhaustive_with_a_quarter_of_the_configs(candidates, serv
     assert smart_value >= 0.95 * full_value, "\n".join(smart.decisions)
 
 
+@pytest.mark.parametrize("goal", ["throughput", "throughput under p99", "latency over a floor"])
+def test_smart_sweeps_start_near_the_best_peak_on_a_throughput_objective(candidates, goal):
+    """After the baseline and the start, each config's sweep begins two levels below where the best
+    config so far peaked (and walks down if it peaks lower); a latency objective sweeps from the bottom."""
+    objective, constraints = GOALS[goal]
+    search, _, _ = run(run_smart, candidates, SERVERS["batch-hungry"], objective, constraints)
+    later = [r for r in search.results.values() if r.points[0].stage in ("explore", "refine")][1:]
+    lowest = min(candidates[1].concurrency)
+    warm = [r for r in later if min(p.concurrency for p in r.points) > lowest]
+    if objective.throughput_weight == 1.0:
+        assert warm and all("(started at concurrency " in r.stop_reason for r in warm)
+    else:
+        assert not warm and not any("started at" in r.stop_reason for r in later)
+
+
 def test_decisions_say_what_was_measured_and_why(candidates):
     search, _, _ = run(run_smart, candidates, SERVERS["small"], Objective(), Constraints())
     decisions = search.decisions
@@ -148,7 +163,7 @@ def flat(value, spread: float):
                      stage, throughput=throughput, p50_ms=1.0, p99_ms=2.0, stable=True, throughput_spread=spread,
                      repeat=repeat)
 
-    def evaluate(candidate, stage):
+    def evaluate(candidate, stage, near=None):
         points = [point(candidate, 4, stage)]
         return ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
                             best_point(points, Objective(), Constraints()))
@@ -191,7 +206,7 @@ def test_configs_that_cannot_be_told_apart_are_not_called_equivalent(tmp_path):
         base = evaluate(candidate, stage).points[0]
         return replace(base, throughput=float(series[candidate.config_id][repeat]), repeat=repeat, stage=stage)
 
-    search = Search(cset, lambda candidate, stage: ConfigResult(
+    search = Search(cset, lambda candidate, stage, near=None: ConfigResult(
         candidate.config_id, candidate.knobs, candidate.is_default, [point(candidate, 0, stage)],
         point(candidate, 0, stage)), Objective(), Constraints(),
         sample=lambda candidate, concurrency, repeat, stage: point(candidate, repeat, stage))
@@ -223,7 +238,7 @@ def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise
         base = evaluate(candidate, stage).points[0]
         return replace(base, throughput=float(series[candidate.config_id][repeat]), repeat=repeat, stage=stage)
 
-    search = Search(cset, lambda candidate, stage: ConfigResult(
+    search = Search(cset, lambda candidate, stage, near=None: ConfigResult(
         candidate.config_id, candidate.knobs, candidate.is_default, [point(candidate, 0, stage)],
         point(candidate, 0, stage)), Objective(), Constraints(),
         sample=lambda candidate, concurrency, repeat, stage: point(candidate, repeat, stage))

@@ -7,9 +7,11 @@ import os
 import signal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, Checkpoint, read
-from tritonctl.analyzer.objective import Constraints, Objective
+from tritonctl.analyzer.objective import Constraints, Objective, best_point
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import AnalyzeError, Knobs
 from tritonctl.analyzer.sweep import SweepRule, sweep
@@ -73,6 +75,46 @@ def test_failed_point_ends_the_sweep():
 
     points, reason = sweep(LEVELS, measure, Objective(), Constraints())
     assert len(points) == 1 and reason == "stopped at concurrency 1: load failed: out of memory"
+
+
+def test_a_warm_start_climbs_from_below_the_peak_and_walks_down_when_it_began_on_it():
+    measure, asked = series(SATURATING)
+    points, reason = sweep(LEVELS, measure, Objective(), Constraints(), near=32)
+    # From 8 (two levels below 32): 16 and 32 add less than 5 %, so the start was the peak; 4 is
+    # clearly lower, so the walk down stops there. The best point is the one a full sweep finds.
+    assert asked == [8, 16, 32, 4] and [p.concurrency for p in points] == [4, 8, 16, 32]
+    assert reason.endswith("(started at concurrency 8, then measured down to concurrency 4)")
+    full, _ = sweep(LEVELS, series(SATURATING)[0], Objective(), Constraints())
+    assert best_point(points, Objective(), Constraints()) == best_point(full, Objective(), Constraints())
+
+    growing = {c: (100.0 * c, 2.0) for c in LEVELS}  # still growing at the start: no walk down
+    measure, asked = series(growing)
+    _, reason = sweep(LEVELS, measure, Objective(), Constraints(), near=16)
+    assert asked == [4, 8, 16, 32, 64] and reason == "measured every concurrency up to 64 (started at concurrency 4)"
+
+
+def test_a_warm_start_on_a_plateau_finds_the_lowest_load_that_reaches_it():
+    plateau = {1: (500, 1.0), 2: (1000, 1.1), **{c: (1000, c * 0.5) for c in (4, 8, 16, 32, 64)}}
+    measure, asked = series(plateau)
+    points, _ = sweep(LEVELS, measure, Objective(), Constraints(), near=64)
+    assert asked == [16, 32, 64, 8, 4, 2, 1]
+    assert best_point(points, Objective(), Constraints()).concurrency == 2
+
+
+def test_a_warm_start_over_the_latency_limit_walks_down_until_it_meets_it():
+    measure, asked = series(SATURATING)
+    points, reason = sweep(LEVELS, measure, Objective(), Constraints(max_p99_ms=3.0), near=64)
+    assert asked == [16, 8, 4, 2]  # 16 and 8 are over 3 ms; 4 meets it; 2 serves half as much
+    assert reason.startswith("stopped at concurrency 16: p99 7.00 ms is over the 3 ms limit (started at")
+    assert best_point(points, Objective(), Constraints(max_p99_ms=3.0)).concurrency == 4
+
+
+@given(st.lists(st.tuples(st.floats(1, 1e4), st.floats(0.1, 100)), min_size=7, max_size=7),
+       st.sampled_from(LEVELS), st.sampled_from([None, 2.0, 10.0]))
+def test_a_warm_start_measures_each_level_once_and_returns_them_in_order(values, near, limit):
+    measure, asked = series(dict(zip(LEVELS, values)))
+    points, _ = sweep(LEVELS, measure, Objective(), Constraints(max_p99_ms=limit), near=near)
+    assert len(asked) == len(set(asked)) and [p.concurrency for p in points] == sorted(asked)
 
 
 SETTINGS = {"model": "m", "measurement_interval_ms": 500.0, "shapes": {"X": (3,)}}
