@@ -71,19 +71,41 @@ class BudgetExhausted(Exception):
 
 
 class TimeBudget:
-    """A deadline for a search (``time.monotonic()`` seconds). A new config is measured only while
-    the time left covers the final round too, as long again as the configs' points have taken."""
+    """A deadline for a search (``time.monotonic()`` seconds). At the pace measured so far (each
+    config's sweep and each re-measurement, loading the config included), a new config is measured
+    only while the time left covers its sweep, the final round with it among the finalists, and the
+    run's wind-down (stopping the server, writing the reports); a tie-break's re-measurements and
+    the final round's extra rounds only while the time left still covers them and what follows."""
 
-    def __init__(self, deadline: float, seconds: float):
+    WIND_DOWN_S = 2.0
+
+    def __init__(self, deadline: float, seconds: float, clock: Callable[[], float] = time.monotonic):
         self.deadline = deadline
         self.seconds = seconds  # the whole budget, for the decisions' text
+        self.clock = clock
+        self.sweeps: list[float] = []  # wall seconds of each config's sweep
+        self.points: list[float] = []  # wall seconds per point of each sweep
+        self.samples: list[float] = []  # wall seconds of each re-measurement
 
     def left(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.deadline - self.clock()
 
-    def allows(self, point_seconds: list[float]) -> bool:
-        typical = statistics.median(point_seconds) if point_seconds else 0.0
-        return self.left() > FINALISTS * FINAL_ROUNDS * typical
+    def sample_seconds(self) -> float:
+        """What one re-measurement takes: as measured, or until one is, a sweep's point and a load."""
+        if self.samples:
+            return statistics.median(self.samples)
+        return 1.5 * statistics.median(self.points) if self.points else 0.0
+
+    def allows(self, finalists: int) -> bool:
+        """Whether another config's sweep and a final round of ``finalists`` still fit."""
+        if not self.sweeps:
+            return self.left() > 0
+        final = finalists * FINAL_ROUNDS * self.sample_seconds()
+        return self.left() > statistics.median(self.sweeps) + final + self.WIND_DOWN_S
+
+    def allows_samples(self, count: int, finalists: int = 0) -> bool:
+        """Whether ``count`` re-measurements, then a final round of ``finalists``, still fit."""
+        return self.left() > (count + finalists * FINAL_ROUNDS) * self.sample_seconds() + self.WIND_DOWN_S
 
 
 @dataclass
@@ -180,10 +202,16 @@ class Search:
         if candidate.config_id not in self.results:
             if self.budget is not None and len(self.results) >= self.budget:
                 raise BudgetExhausted
-            if self.time_budget is not None and self.results and not self.time_budget.allows(self._point_seconds()):
+            if self.time_budget is not None and self.results and \
+                    not self.time_budget.allows(min(len(self.results) + 1, FINALISTS + 1)):
                 self.out_of_time = True
                 raise BudgetExhausted
-            self.results[candidate.config_id] = self.evaluate(candidate, stage, self._near())
+            started = self._clock()
+            result = self.results[candidate.config_id] = self.evaluate(candidate, stage, self._near())
+            if self.time_budget is not None and result.points:
+                took = self._clock() - started
+                self.time_budget.sweeps.append(took)
+                self.time_budget.points.append(took / len(result.points))
         return self.results[candidate.config_id]
 
     def _near(self) -> float | None:
@@ -195,8 +223,8 @@ class Search:
             return None
         return self.anchor(max(anchored, key=lambda c: self.estimate(c).score)).level
 
-    def _point_seconds(self) -> list[float]:
-        return [p.measured_s for r in self.results.values() for p in r.points if p.measured_s > 0]
+    def _clock(self) -> float:
+        return self.time_budget.clock() if self.time_budget is not None else time.monotonic()
 
     def budget_words(self) -> str:
         """What ran out, for the decisions."""
@@ -216,7 +244,10 @@ class Search:
         if anchor is None or self.sample is None:
             return
         done = self.samples.setdefault(candidate.config_id, [])
+        started = self._clock()
         done.append(self.sample(candidate, anchor.level, len(done) + 1, stage))
+        if self.time_budget is not None:
+            self.time_budget.samples.append(self._clock() - started)
 
     def estimate(self, candidate: Candidate, final: bool = False) -> Estimate:
         """The sweep's anchor point and its re-measurements; ``final``: the final round's only."""
@@ -252,6 +283,9 @@ class Search:
                     return x, f"{x.config_id} beats {y.config_id} beyond noise{again}"
             if (equivalent(ea, eb) or versus.equivalent) or round_number == RECHECK_ROUNDS or self.sample is None:
                 break
+            if self.time_budget is not None and \
+                    not self.time_budget.allows_samples(2, min(len(self.results), FINALISTS + 1)):
+                break  # the final round must still fit
             first, second = (a, b) if round_number % 2 == 0 else (b, a)
             self.remeasure(first, stage)
             self.remeasure(second, stage)
@@ -356,10 +390,11 @@ def final_round(search: Search) -> None:
         undecided = [e for e in estimates[1:] if not beaten(leader, e) and not same(leader, e)]
         if rounds < FINAL_ROUNDS:
             continue
-        out_of_time = search.time_budget is not None and search.time_budget.left() <= 0
-        if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS or out_of_time:
+        if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS:
             break
         group = [search.by_id[e.config_id] for e in [leader, *undecided]]  # only the undecided go on
+        if search.time_budget is not None and not search.time_budget.allows_samples(len(group)):
+            break
     equal = [leader, *(e for e in estimates[1:] if same(leader, e))]
     chosen = min(equal, key=lambda e: cost(e.knobs))
     # A default that batches (or a model that cannot batch) is the incumbent: another config replaces

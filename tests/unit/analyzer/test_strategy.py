@@ -14,8 +14,8 @@ from tritonctl.analyzer.point import Point
 
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point
 from tritonctl.analyzer.search import SearchSpace, build_candidates, load_model_config
-from tritonctl.analyzer.strategy import (FINAL_ROUNDS, RECHECK_ROUNDS, Search, run_exhaustive, run_smart,
-                                         smart_budget)
+from tritonctl.analyzer.strategy import (FINAL_ROUNDS, RECHECK_ROUNDS, Search, TimeBudget, run_exhaustive,
+                                         run_smart, smart_budget)
 
 # A small fast model (mlp-like: batching pays 4x), a big one (batching barely pays, instances hurt),
 # and one whose batches are expensive to start (large batches and a long delay pay).
@@ -253,3 +253,34 @@ def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise
     search = Search(no_batcher, search.evaluate, Objective(), Constraints(), sample=search.sample)
     run_exhaustive(search)
     assert search.final.chosen.config_id == "b32-d0-i1-cpu" and search.final.unproven is None
+
+
+def test_a_time_budget_is_kept_counting_the_final_round_and_the_wind_down(candidates):
+    """On a clock that each sweep moves 1 s per point and each re-measurement 1.5 s (a config loads in
+    0.5 s), smart measures a new config
+    only while its sweep, the final round and the wind-down still fit: it ends within the budget
+    (the wind-down included), and a larger budget measures more."""
+    cset, space = candidates
+    measured = []
+    for budget_s in (30.0, 60.0, 120.0, 240.0):
+        server = SimulatedServer(0.15, 0.02, 0.9, 0.25, noise=0.05, seed=1)
+        evaluate, sample = server.evaluator(space.concurrency, Objective(), Constraints()), server.sampler()
+        now = [0.0]
+
+        def timed_evaluate(candidate, stage, near=None, evaluate=evaluate, now=now):
+            result = evaluate(candidate, stage, near)
+            now[0] += 0.5 + len(result.points)  # a load, then 1 s per point
+            return result
+
+        def timed_sample(candidate, concurrency, repeat, stage, sample=sample, now=now):
+            now[0] += 1.5  # a load and a point
+            return sample(candidate, concurrency, repeat, stage)
+
+        search = Search(cset, timed_evaluate, Objective(), Constraints(), budget=smart_budget(cset),
+                        sample=timed_sample, time_budget=TimeBudget(budget_s, budget_s, clock=lambda now=now: now[0]))
+        run_smart(search)
+        assert now[0] + TimeBudget.WIND_DOWN_S <= budget_s, (budget_s, now[0])
+        assert search.final is not None
+        assert search.out_of_time == any(d.startswith("stopped: the time budget of ") for d in search.decisions)
+        measured.append((len(search.results), search.out_of_time))
+    assert measured == sorted(measured, key=lambda m: m[0]) and measured[0][1] and measured[0] < measured[-1], measured
