@@ -7,7 +7,8 @@ end with a final round that confirms the winner.
 2. explore: from a start that batching can win from (the middle max batch size above 1 and the
    middle queue delay above 0, one instance), a line search along every knob the space varies
    (instance count, max batch size, queue delay, then preferred size and kind): walk the line both
-   ways while each value measures no worse than the best so far, then step to the best value;
+   ways while each value measures no worse than the best so far (a value ends its way only when
+   two measurements of each say it is worse beyond noise), then step to the best value;
 3. refine: hill-climb from the best config over the neighbours in every knob until none wins.
 
 On a throughput objective, every config after the baseline and the start is swept from near the
@@ -233,10 +234,28 @@ class Search:
         return f"the budget of {self.budget} measured configs is used up"
 
     def anchor(self, candidate: Candidate) -> Point | None:
-        """The point a config is compared at: its best point, or the one closest to the constraints."""
+        """The point a config is compared at: the point of its sweep with the best objective among
+        those meeting the constraints (not the lowest-latency near-tie its report shows: a config
+        must not be measured again where it is handicapped), or the one closest to the constraints."""
         result = self.results[candidate.config_id]
         ok = [p for p in result.points if p.ok]
-        return result.best or (min(ok, key=self.constraints.violation) if ok else None)
+        passing = [p for p in ok if self.constraints.meets(p)]
+        if passing:
+            return max(passing, key=self.objective.value)
+        return min(ok, key=self.constraints.violation) if ok else None
+
+    def confirmed_worse(self, candidate: Candidate, best: Candidate) -> bool:
+        """Whether ``candidate`` is worse than ``best`` beyond noise on two measurements of each: a
+        single lucky measurement of the best must not end a line search."""
+        if not beats(self.estimate(best), self.estimate(candidate)):
+            return False
+        if self.sample is None or (self.time_budget is not None and not self.time_budget.allows_samples(
+                2, min(len(self.results), FINALISTS + 1))):
+            return True
+        for config in (best, candidate):
+            if len(self.estimate(config).samples) < 2:
+                self.remeasure(config, "recheck")
+        return beats(self.estimate(best), self.estimate(candidate))
 
     def remeasure(self, candidate: Candidate, stage: str) -> None:
         """One more measurement of the candidate at its anchor's concurrency."""
@@ -512,7 +531,7 @@ class GridClimb:
                     continue
                 search.measure(candidate, "explore")
                 walked.append(candidate)
-                if beats(search.estimate(best), search.estimate(candidate)):
+                if search.confirmed_worse(candidate, best):
                     break  # clearly worse: further along this way is not worth measuring
                 if search.estimate(candidate).score > search.estimate(best).score:
                     best = candidate
