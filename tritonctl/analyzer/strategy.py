@@ -219,7 +219,7 @@ class Search:
         """Where a warm-started sweep aims: the load level at which the best config so far peaked."""
         if not self.warm_start:
             return None
-        anchored = [c for c in map(self.by_id.get, self.results) if self.anchor(c) is not None]
+        anchored = [c for c in (self.by_id[i] for i in self.results) if self.anchor(c) is not None]
         if not anchored:
             return None
         return self.anchor(max(anchored, key=lambda c: self.estimate(c).score)).level
