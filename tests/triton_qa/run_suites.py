@@ -194,6 +194,9 @@ def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
     suite's directory (the tests' working directory). The copies' hardcoded ports 8000/8001/8002
     become the free ports of this run, so that runs never collide with another server."""
     shutil.copytree(HERE / "upstream" / "common", workdir / "common")
+    if (FETCHED / "common").is_dir():  # fetched helpers the kept common/ lacks (infer_util.py)
+        shutil.copytree(FETCHED / "common", workdir / "common", dirs_exist_ok=True,
+                        ignore=lambda _, names: [n for n in names if (HERE / "upstream" / "common" / n).exists()])
     suite_dir = workdir / suite.name
     shutil.copytree(upstream_path(suite.name), suite_dir)  # may be nested: L0_backend_python/io
     if suite.client_shims:

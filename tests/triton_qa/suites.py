@@ -535,6 +535,42 @@ GRPC = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_shared_memory
+
+SHARED_MEMORY_CASES = ("test_invalid_create_shm", "test_valid_create_set_register", "test_unregister_before_register",
+                       "test_unregister_after_register", "test_reregister_after_register",
+                       "test_unregister_after_inference", "test_register_after_inference", "test_too_big_shm",
+                       "test_mixed_raw_shm", "test_unregisterall", "test_infer_offset_out_of_bound",
+                       "test_infer_byte_size_out_of_bound", "test_infer_integer_overflow", "test_register_out_of_bound",
+                       "test_python_client_leak")
+UNREGISTER_CASES = ("test_unregister_shm_during_inference_single_req",
+                    "test_unregister_shm_during_inference_multiple_req", "test_unregister_shm_after_inference")
+
+
+def build_execute_delayed(suite_dir: Path, repository: Path) -> None:
+    """test.sh's python_models: execute_delayed_model (15 s per execution) as 'simple'."""
+    copy_model(python_model("execute_delayed_model"), repository, name="simple")
+
+
+def _shm_phase(test: str, client: str, build: Callable[[Path, Path], None] | None = None) -> Phase:
+    return Phase(client, tests=(f"shared_memory_test.py::{test}",), env={"CLIENT_TYPE": client}, build=build,
+                 tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",))
+
+
+SHARED_MEMORY = Suite(
+    name="L0_shared_memory",
+    tests=("shared_memory_test.py",),
+    build=build_simple,
+    # test.sh starts a fresh server for every case and client type (CLIENT_TYPE=http, grpc):
+    # SharedMemoryTest over Triton's 'simple' model (the Python stand-in), then
+    # TestSharedMemoryUnregister's *_http / *_grpc cases over execute_delayed_model as 'simple'.
+    phases=(*(_shm_phase(f"SharedMemoryTest::{case}", client)
+              for case in SHARED_MEMORY_CASES for client in ("http", "grpc")),
+            *(_shm_phase(f"TestSharedMemoryUnregister::{case}_{client}", client, build_execute_delayed)
+              for case in UNREGISTER_CASES for client in ("http", "grpc"))),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -551,4 +587,5 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     BLS,
     DECOUPLED,
     GRPC,
+    SHARED_MEMORY,
 )}
