@@ -5,9 +5,12 @@ from and outputs written into the regions, Triton's errors, CUDA shared memory w
 from __future__ import annotations
 
 import base64
+import concurrent.futures
+import gc
 import http.client
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -371,3 +374,85 @@ def test_unregister_and_stop_release_the_mappings(tmp_path, regions, transports)
     finally:
         server.stop()
     assert mappings(out_key) == 1
+
+
+GATED_MODEL_PY = """\
+import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.dir = args["model_repository"]
+
+    def execute(self, requests):
+        open(os.path.join(self.dir, "started"), "w").close()
+        while not os.path.exists(os.path.join(self.dir, "go")):
+            time.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
+            request, "INPUT0").as_numpy())]) for request in requests]
+"""
+
+
+def wait_for(path: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout_s} s"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_unregister_while_a_request_uses_the_regions(tmp_path, regions, transports, transport):
+    """Triton (after 2.51, L0_shared_memory's TestSharedMemoryUnregister): unregistering a region
+    that a request in flight reads or writes succeeds, the region stays registered (listed, its
+    name taken) until the request's outputs are written, and goes before its answer arrives; a
+    request that starts meanwhile may still use it. Triton 2.51 refused the unregister instead."""
+    model = tmp_path / "repo" / "gated"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text(GATED_MODEL_PY)
+    (model / "config.pbtxt").write_text('name: "gated"\nbackend: "python"\nmax_batch_size: 0\n'
+                                        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]\n'
+                                        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]\n')
+    server = BackgroundServer(ServeOptions(tmp_path / "repo", http_port=0, grpc_port=0, metrics_port=None,
+                                           exit_timeout_secs=5, **transports)).start()
+    module = module_of(transport)
+    url = server.http_url if transport == "http" else server.grpc_url
+    status_client = httpclient.InferenceServerClient(server.http_url)
+    client, infer_client = module.InferenceServerClient(url), module.InferenceServerClient(url)
+    try:
+        in_name, out_name = register_both(client, regions)
+        inputs = [module.InferInput("INPUT0", [2, 4], "FP32")]
+        inputs[0].set_shared_memory(in_name, TENSOR_BYTES)
+        outputs = [module.InferRequestedOutput("OUTPUT0")]
+        outputs[0].set_shared_memory(out_name, TENSOR_BYTES)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(infer_client.infer, "gated", inputs, outputs=outputs)
+            try:
+                wait_for(model / "started")
+                client.unregister_system_shared_memory()  # every region: both are in use
+                client.unregister_system_shared_memory(in_name)
+                assert sorted(r["name"] for r in status_client.get_system_shared_memory_status()) == sorted(
+                    [in_name, out_name])
+                error = failure(lambda: client.register_system_shared_memory(in_name, regions["in"][1],
+                                                                             TENSOR_BYTES))
+                assert f"shared memory region '{in_name}' already in manager" in error.message()
+                # a request refused while decoding, after naming a region, does not keep it
+                refused = [module.InferRequestedOutput("OUTPUT0")]
+                refused[0].set_shared_memory("never-registered", TENSOR_BYTES)
+                error = failure(lambda: client.infer("gated", inputs, outputs=refused))
+                assert error.message() == "Unable to find shared memory region: 'never-registered'"
+            finally:
+                (model / "go").touch()  # the model answers, whatever happened above
+            answer.result(timeout=60)
+        gc.collect()  # the refused request is gone (its finalizer lets go of what it held)
+        assert np.array_equal(shm.get_contents_as_numpy(regions["out"][2], np.float32, [2, 4]), A)
+        assert status_client.get_system_shared_memory_status() == []
+        error = failure(lambda: status_client.get_system_shared_memory_status(in_name))
+        assert error.message() == f"Unable to find system shared memory region: '{in_name}'"
+        client.register_system_shared_memory(in_name, regions["in"][1], TENSOR_BYTES)  # the name is free again
+    finally:
+        for each in (status_client, client, infer_client):
+            each.close()
+        server.stop()

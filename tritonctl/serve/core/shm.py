@@ -7,10 +7,14 @@ requested outputs then name a region, an offset and a byte size instead of carry
 Region names share one namespace for both kinds.
 
 An input read from a system region is a read-only numpy view of the mapping: no copy. The view
-keeps the mapping alive, so unregistering a region while a request still reads it is safe; the
-mapping is released when the last view goes. CUDA inputs are copied to host memory when the
-request is decoded, and CUDA outputs are written under the registry lock, so a CUDA region is
-never closed while it is being read or written.
+keeps the mapping alive, so a region's memory outlives any unregistering while a request reads
+it; the mapping is released when the last view goes. As in Triton after 2.51 (2.51 refuses:
+"Cannot unregister shared memory region '<name>', it is currently in use."), a region that
+requests in flight read or write stays registered when it is unregistered, and goes when the
+last of them ends: each request holds the regions it names (``Holds``) until its response is
+made. CUDA inputs are copied to host memory when the request is decoded, and CUDA outputs are
+written under the registry lock, so a CUDA region is never closed while it is being read or
+written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 import mmap
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,7 +89,8 @@ class Region:
     """One registered region. System regions hold the mapping and a writable view of the
     registered bytes; CUDA regions hold the opened device pointer."""
 
-    __slots__ = ("name", "kind", "key", "offset", "byte_size", "device_id", "view", "mapping", "pointer")
+    __slots__ = ("name", "kind", "key", "offset", "byte_size", "device_id", "view", "mapping", "pointer", "holders",
+                 "awaiting_unregister")
 
     def __init__(self, name: str, kind: str, byte_size: int, key: str = "", offset: int = 0, device_id: int = 0):
         self.name = name
@@ -96,6 +102,8 @@ class Region:
         self.view: memoryview | None = None
         self.mapping: mmap.mmap | None = None
         self.pointer = 0
+        self.holders = 0  # requests in flight that name this region
+        self.awaiting_unregister = False  # unregistered while held: goes when the last holder ends
 
     def status(self) -> dict:
         if self.kind == SYSTEM:
@@ -130,12 +138,30 @@ class OutputTarget:
         self.manager.write_output(self, name, datatype, data)
 
 
+class Holds:
+    """The regions one request names, held registered until ``release`` (called when its
+    response is made, or when the request is dropped unanswered: a refused or undecodable one)."""
+
+    __slots__ = ("manager", "regions", "__weakref__")
+
+    def __init__(self, manager: "SharedMemoryManager"):
+        self.manager = manager
+        self.regions: list[Region] = []
+
+    def release(self) -> None:
+        regions, self.regions = self.regions, []
+        if regions:
+            self.manager._let_go(regions)
+
+
 class SharedMemoryManager:
     """The registered regions of one server, thread-safe."""
 
     def __init__(self) -> None:
         self._regions: dict[str, Region] = {}
-        self._lock = threading.Lock()
+        # Reentrant: a dropped request's Holds are released by its finalizer, which the garbage
+        # collector may run while this thread holds the lock.
+        self._lock = threading.RLock()
         self._cuda: CudaIpc | None = None
 
     # ---- registration ------------------------------------------------------------------------
@@ -178,7 +204,7 @@ class SharedMemoryManager:
     def status(self, kind: str, name: str = "") -> list[dict]:
         with self._lock:
             if not name:
-                return [r.status() for r in self._regions.values() if r.kind == kind]
+                return [r.status() for r in list(self._regions.values()) if r.kind == kind]
             region = self._regions.get(name)
             if region is None:
                 raise not_found(f"Unable to find {'cuda' if kind == CUDA else 'system'} shared memory region: "
@@ -191,11 +217,39 @@ class SharedMemoryManager:
 
     def unregister(self, kind: str, name: str = "") -> None:
         """Unregister region ``name`` of ``kind``, or every region of ``kind`` when ``name`` is
-        empty; a name that is not registered (as that kind) is not an error, as in Triton."""
+        empty; a name that is not registered (as that kind) is not an error, as in Triton. A
+        region a request in flight names stays until the last such request ends."""
         with self._lock:
-            names = [n for n, r in self._regions.items() if r.kind == kind and (not name or n == name)]
-            for region_name in names:
-                self._close(self._regions.pop(region_name))
+            regions = [r for n, r in list(self._regions.items()) if r.kind == kind and (not name or n == name)]
+            for region in regions:
+                if region.holders:
+                    region.awaiting_unregister = True
+                    log.debug("Shared memory region '%s' will be unregistered after in-flight requests complete.",
+                              region.name)
+                elif self._regions.get(region.name) is region:
+                    del self._regions[region.name]
+                    self._close(region)
+
+    def _hold(self, region: Region, holder) -> None:
+        """``holder`` (an InferRequest) names ``region``: it stays registered until the request
+        releases its Holds. Called under the lock."""
+        if holder is None:
+            return
+        region.holders += 1  # first: a finalizer run by what follows must not see it unheld
+        holds = holder.shm_holds
+        if holds is None:
+            holds = holder.shm_holds = Holds(self)
+            weakref.finalize(holder, holds.release).atexit = False  # a request dropped unanswered lets go too
+        holds.regions.append(region)
+
+    def _let_go(self, regions: list[Region]) -> None:
+        with self._lock:
+            for region in regions:
+                region.holders -= 1
+                if (not region.holders and region.awaiting_unregister
+                        and self._regions.get(region.name) is region):
+                    del self._regions[region.name]
+                    self._close(region)
 
     def close(self) -> None:
         """Release every region (server stop)."""
@@ -226,10 +280,12 @@ class SharedMemoryManager:
         return region
 
     def input_array(self, params: ShmParams, datatype: str, shape: list[int], name: str, model: str,
-                    request_id: str = "") -> np.ndarray:
-        """The input tensor stored at ``params``: a read-only view for system memory."""
+                    request_id: str = "", holder=None) -> np.ndarray:
+        """The input tensor stored at ``params``: a read-only view for system memory.
+        ``holder``: the InferRequest reading it, which holds the region until it ends."""
         with self._lock:
             region = self._locate(params)
+            self._hold(region, holder)
             start, end = params.offset, params.offset + params.byte_size
             if region.kind == SYSTEM:
                 buffer = region.view[start:end].toreadonly()
@@ -237,9 +293,10 @@ class SharedMemoryManager:
                 buffer = self._cuda.read(region.pointer + start, params.byte_size, region.device_id)
         return from_raw(datatype, shape, buffer, name, model, request_id)  # Triton's core names the request
 
-    def output_target(self, params: ShmParams) -> OutputTarget:
+    def output_target(self, params: ShmParams, holder=None) -> OutputTarget:
         with self._lock:
             region = self._locate(params)
+            self._hold(region, holder)
             view = None
             if region.kind == SYSTEM:
                 view = region.view[params.offset:params.offset + params.byte_size]

@@ -54,7 +54,7 @@ Completion = Callable[["InferResponse | None", "ServeError | None"], None]
 Stream = Callable[["InferResponse | None", "ServeError | None", bool], None]
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class InferRequest:
     """One inference request as the scheduler sees it.
 
@@ -97,7 +97,15 @@ class InferRequest:
     # (an iterative sequence's next step) instead of ending.
     reschedule: bool = False
     tracker: Any = None  # in_flight.InFlight, told when the request is answered
+    shm_holds: Any = None  # shm.Holds: the shared-memory regions it names, held until it is answered
     _done: bool = False
+
+    def release_shm(self) -> None:
+        """Let go of the shared-memory regions the request names (its outputs are written): one
+        unregistered meanwhile goes now. Transports call it before the answer leaves; finishing
+        calls it too."""
+        if self.shm_holds is not None:
+            self.shm_holds.release()
 
     def finish(self, response: InferResponse | None, error: ServeError | None = None) -> None:
         """Deliver the result once; later calls are ignored."""
@@ -110,6 +118,7 @@ class InferRequest:
             if self.complete is not None:
                 self.complete(response, error)
         finally:
+            self.release_shm()
             if self.tracker is not None:
                 self.tracker.discard(self)
 
@@ -131,6 +140,8 @@ class InferRequest:
         try:
             self.stream(response, error, final)
         finally:
+            if final:
+                self.release_shm()
             if final and self.tracker is not None:
                 self.tracker.discard(self)
 

@@ -124,7 +124,8 @@ def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | 
             if tensor.HasField("contents"):
                 raise invalid_arg(f"unexpected 'content' provided when using shared memory for input tensor "
                                   f"'{tensor.name}' for model '{model}'")
-            data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id)
+            data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id,
+                                                                holder=request)
         elif raw:
             data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model, request.id)
             index += 1
@@ -141,7 +142,7 @@ def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | 
             if where is not None:
                 if classification is not None:
                     raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
-                requested.shm = manager_for(shm, where).output_target(where)
+                requested.shm = manager_for(shm, where).output_target(where, holder=request)
             request.requested_outputs.append(requested)
     return request
 

@@ -162,7 +162,13 @@ class GrpcHandlers:
             return None
         request.trace = trace
         call = InferCall(request, trace, answer)
-        request.complete = lambda response, error: self._send(answer, self._reply(call, response, error), trace)
+
+        def complete(response, error) -> None:
+            reply = self._reply(call, response, error)
+            request.release_shm()  # its outputs are written: a region unregistered meanwhile goes before the answer
+            self._send(answer, reply, trace)
+
+        request.complete = complete
         return call
 
     def submit_infer(self, call: InferCall) -> None:

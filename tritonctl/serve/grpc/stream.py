@@ -115,6 +115,8 @@ class StreamSession:
     def _on_response(self, pending: _Pending, response: InferResponse | None, error: ServeError | None,
                      final: bool) -> None:
         message = self._message(pending, response, error, final)
+        if final:
+            pending.request.release_shm()  # before the last answer leaves, as for a unary call
         if pending.decoupled:
             if message is not None:
                 self.outbox.put_nowait(message)

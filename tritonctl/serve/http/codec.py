@@ -130,7 +130,8 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
         if has_data + (size is not None) + (where is not None) != 1:
             raise invalid_arg(_content_error(has_data, size is not None, where is not None))
         if where is not None:
-            data = manager_for(shm, where).input_array(where, datatype, shape, name, model, request.id)
+            data = manager_for(shm, where).input_array(where, datatype, shape, name, model, request.id,
+                                                       holder=request)
         elif size is not None:
             if header_length is None:
                 raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header and "
@@ -157,7 +158,7 @@ def decode_request(body: bytes, header_length: int | None, model: str, version: 
                     raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
                 if params.get("binary_data"):
                     raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
-                output.shm = manager_for(shm, where).output_target(where)
+                output.shm = manager_for(shm, where).output_target(where, holder=request)
             request.requested_outputs.append(output)
     return request, options
 

@@ -237,6 +237,7 @@ class HttpHandlers:
                     reply = infer_reply(response, infer, options, trace)
                 except Exception as exc:  # an output that does not fit its shared-memory region, or a bug
                     reply = failure_reply(exc, path)
+            infer.release_shm()  # its outputs are written: a region unregistered meanwhile goes before the answer
             self._deliver(reply, headers, answer, trace)
 
         infer.complete = complete
