@@ -14,6 +14,7 @@ from typing import Callable
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
 STANDINS = Path(__file__).resolve().parent / "standins"
+EXAMPLE_ADD_SUB = Path(__file__).resolve().parents[2] / "examples" / "model_repository" / "add_sub" / "1" / "model.py"
 # Upstream files this checkout does not carry, laid out as upstream/ (L0_<suite>/, python_models/):
 # fetched once from triton-inference-server/server's qa/ into this directory (see README.md).
 FETCHED = Path(os.environ.get("QA_UPSTREAM_FETCHED")
@@ -405,11 +406,12 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
 
 
 def build_simple(suite_dir: Path, repository: Path) -> None:
-    """Triton's 'simple' model (a TensorFlow add/sub graph in its QA model repository) as the
-    Python stand-in standins/simple: same name, inputs, outputs and batch size."""
+    """Triton's 'simple' model (a TensorFlow add/sub graph in its QA model repository) as a Python
+    stand-in: the bundled example's add_sub code (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
+    INPUT1) under 'simple's name, inputs, outputs and batch size."""
     (repository / "simple" / "1").mkdir(parents=True)
     (repository / "simple" / "config.pbtxt").write_text(SIMPLE_CONFIG)
-    shutil.copy(STANDINS / "simple" / "model.py", repository / "simple" / "1" / "model.py")
+    shutil.copy(EXAMPLE_ADD_SUB, repository / "simple" / "1" / "model.py")
 
 
 def restricted(flag: str, *groups: str) -> dict[str, tuple[str, ...]]:
