@@ -19,7 +19,8 @@ analyze's default space with `--default-interval` ms windows (1000).
 
 For each model and space: exhaustive runs once (the reference) and smart `--smart-runs` times
 (5), each in a fresh output directory on its own bundled server. Then every distinct chosen config
-(exhaustive's and each smart run's, at the concurrency its final round measured) is measured again
+(exhaustive's and each smart run's, at the concurrency it is recommended at: the load check's, else
+its final round's) is measured again
 head to head on one server, interleaved, `--rounds` times (3), and each smart run's choice is
 compared with exhaustive's round by round (the median of the per-round objective ratios). Reported
 in Model Analyzer's terms: the % of the best objective found (that ratio) and the % of the space
@@ -146,11 +147,12 @@ def analyze(strategy: str, name: str, repo: Path, out: Path, space: SearchSpace,
                          Progress(f"{name} {strategy}"))
     final = result.meta["final_round"]
     chosen = next(f for f in final["finalists"] if f["config_id"] == final["chosen"])
+    level = final["load_check"]["concurrency"] if final.get("load_check") else chosen["concurrency"]
     return {"strategy": strategy, "wall_s": round(time.monotonic() - started, 1),
             "measurement_s": result.meta["measurement_s"], "configs": result.meta["candidates_measured"],
             "configs_total": result.meta["candidates_total"], "points": result.measured,
             "points_by_stage": result.meta["points_by_stage"], "chosen": final["chosen"],
-            "concurrency": chosen["concurrency"], "final_throughput": chosen["throughput"],
+            "concurrency": level, "final_throughput": chosen["throughput"],
             "verdict": final["verdict"], "unexplored": result.meta["unexplored_knobs"]}
 
 

@@ -29,7 +29,8 @@ from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, SearchSpace, build_candidates,
                                        load_model_config)
-from tritonctl.analyzer.strategy import Search, TimeBudget, knob_values, run_exhaustive, run_smart, smart_budget
+from tritonctl.analyzer.strategy import (Search, TimeBudget, chosen_result, knob_values, run_exhaustive, run_smart,
+                                         smart_budget)
 from tritonctl.analyzer.sweep import SweepRule, sweep
 from tritonctl.analyzer.why import explain
 
@@ -348,7 +349,7 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
             result.stop_reason = search.results[result.config_id].stop_reason
     final = search.final
     if final is not None:
-        best = next(r for r in results if r.config_id == final.chosen.config_id)
+        best = chosen_result(final, results)
     else:  # stopped before the final round: the best of the sweeps, shown but not written
         best = choose_best(results, options.objective)
     default = next((r for r in results if r.is_default), None)

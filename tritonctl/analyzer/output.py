@@ -36,6 +36,8 @@ def config_header(best: ConfigResult, default: ConfigResult | None, meta: dict) 
                      f"p99 {chosen['p99_ms']:.2f} ms (median); margin {final['verdict']}.")
     elif final:
         lines.append("Final round: none; it was the only measured config meeting the constraints.")
+    if final and final.get("load_check"):
+        lines.append(f"Load level: {final['load_check']['verdict']}.")
     for knob in meta.get("unexplored_knobs") or ():
         lines.append(f"Not explored (the --budget ran out first): {knob}.")
     if default is not None and default.config_id != best.config_id:

@@ -33,7 +33,7 @@ from tritonctl.analyzer.pipeline_space import JointSpace, Pipeline, PipelineCand
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import AnalyzeError, validation_error
-from tritonctl.analyzer.strategy import Search, TimeBudget, run_exhaustive
+from tritonctl.analyzer.strategy import Search, TimeBudget, chosen_result, run_exhaustive
 from tritonctl.perf.client import stats_from_json
 from tritonctl.perf.measurement import ServerStats
 from tritonctl.perf.options import PerfOptions, check_options
@@ -251,8 +251,7 @@ def _finish(options: AnalyzeOptions, pipeline: Pipeline, space: JointSpace, sear
         if result.config_id in search.results:
             result.stop_reason = search.results[result.config_id].stop_reason
     final = search.final
-    best = (next(r for r in results if r.config_id == final.chosen.config_id) if final is not None
-            else choose_best(results, options.objective))
+    best = chosen_result(final, results) if final is not None else choose_best(results, options.objective)
     default = next((r for r in results if r.is_default), None)
     frame = pipeline_frame(points, options, pipeline)
     chosen = search.by_id.get(best.config_id) if best is not None else None

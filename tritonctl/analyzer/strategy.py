@@ -28,6 +28,9 @@ cheapest of the leader and the finalists equivalent to it wins, unless it neithe
 beyond noise nor is equivalent to it: then the default is kept (a change must prove itself), except
 a default that turns batching off on a model that can batch. Its
 margin over the runner-up (the closest competitor) is stated, and whether it is beyond noise.
+Then the load check: when the chosen config's sweep has another load level within noise of its best
+one, the two levels are measured head to head, ``LOAD_ROUNDS`` interleaved rounds, and the config
+is recommended at the lower one unless the higher serves more and they are not equivalent.
 
 A config that meets the constraints beats one that does not; between two that miss them, the one
 closer to meeting them is better. Smart never measures more than its budget of configs (by default
@@ -65,6 +68,7 @@ RECHECK_ROUNDS = 2  # most back-to-back re-measurements of two configs that cann
 FINALISTS = 3
 FINAL_ROUNDS = 3  # head-to-head rounds of the finalists
 FINAL_EXTRA_ROUNDS = 2  # more rounds for finalists neither beaten by the leader nor equivalent to it
+LOAD_ROUNDS = 3  # head-to-head rounds of the chosen config at its two best load levels
 
 
 class BudgetExhausted(Exception):
@@ -101,12 +105,17 @@ class TimeBudget:
         """Whether another config's sweep and a final round of ``finalists`` still fit."""
         if not self.sweeps:
             return self.left() > 0
-        final = finalists * FINAL_ROUNDS * self.sample_seconds()
-        return self.left() > statistics.median(self.sweeps) + final + self.WIND_DOWN_S
+        return self.left() > statistics.median(self.sweeps) + self._final(finalists) + self.WIND_DOWN_S
 
     def allows_samples(self, count: int, finalists: int = 0) -> bool:
         """Whether ``count`` re-measurements, then a final round of ``finalists``, still fit."""
-        return self.left() > (count + finalists * FINAL_ROUNDS) * self.sample_seconds() + self.WIND_DOWN_S
+        return self.left() > count * self.sample_seconds() + self._final(finalists) + self.WIND_DOWN_S
+
+    def _final(self, finalists: int) -> float:
+        """The final round of ``finalists`` and the load check after it (when there is a final round)."""
+        if not finalists:
+            return 0.0
+        return (finalists * FINAL_ROUNDS + 2 * LOAD_ROUNDS) * self.sample_seconds()
 
 
 @dataclass
@@ -120,6 +129,14 @@ class FinalRound:
     versus: Paired | None = None  # the chosen config against the runner-up, round by round
     equivalent: list[str] = field(default_factory=list)  # the leader and those equivalent to it (the cheapest won)
     unproven: str | None = None  # the head-to-head leader the default was kept against (it did not win beyond noise)
+    load: LoadCheck | None = None  # the chosen config at its two best load levels, head to head
+
+    @property
+    def level(self) -> float | None:
+        """The load level the chosen config is recommended at."""
+        if self.load is not None:
+            return self.load.chosen.level
+        return self.chosen.point.level if self.chosen.point is not None else None
 
     @property
     def margin(self) -> float | None:
@@ -169,7 +186,40 @@ class FinalRound:
                 "runner_up": self.runner_up.config_id if self.runner_up is not None else None,
                 "margin": self.margin, "band": self.versus.band if self.versus is not None else None,
                 "beyond_noise": self.beyond_noise, "equivalent": list(self.equivalent),
-                "default_kept_against": self.unproven, "verdict": self.verdict()}
+                "default_kept_against": self.unproven, "verdict": self.verdict(),
+                "load_check": self.load.as_dict() if self.load is not None else None}
+
+
+def load_words(point: Point) -> str:
+    return f"concurrency {point.concurrency}" if point.load == "concurrency" else f"{point.request_rate:g} req/s"
+
+
+@dataclass
+class LoadCheck:
+    """The chosen config measured head to head at its sweep's best load level and at the level that
+    came closest to it: a sweep measures each level once, and one lucky window must not set the load
+    the config is recommended at. The lower level is kept unless the higher one serves more (the
+    objective) and the two are not equivalent."""
+
+    lower: Estimate
+    higher: Estimate
+    versus: Paired  # the higher level over the lower, round by round
+    chosen: Point  # the sweep's point at the chosen level
+
+    def verdict(self) -> str:
+        low, high = self.lower.point, self.higher.point
+        kept = "higher" if self.chosen.level == high.level else "lower"
+        return (f"{load_words(high)} against {load_words(low)}, {self.versus.rounds} head-to-head rounds: "
+                f"{self.versus.margin:+.1%} at the higher load (noise +-{self.versus.band:.1%}); "
+                f"{load_words(self.chosen)} chosen, the {kept}")
+
+    def as_dict(self) -> dict:
+        return {"levels": [self.lower.point.level, self.higher.point.level], "chosen_level": self.chosen.level,
+                "concurrency": self.chosen.concurrency, "throughputs": {
+                    "lower": [p.throughput for p in self.lower.samples],
+                    "higher": [p.throughput for p in self.higher.samples]},
+                "margin": self.versus.margin, "band": self.versus.band, "rounds": self.versus.rounds,
+                "verdict": self.verdict()}
 
 
 class Search:
@@ -262,11 +312,16 @@ class Search:
         anchor = self.anchor(candidate)
         if anchor is None or self.sample is None:
             return
+        self.sample_at(candidate, anchor.level, stage)
+
+    def sample_at(self, candidate: Candidate, level: float, stage: str) -> Point:
+        """One more measurement of the candidate at a load level, kept with its others."""
         done = self.samples.setdefault(candidate.config_id, [])
         started = self._clock()
-        done.append(self.sample(candidate, anchor.level, len(done) + 1, stage))
+        done.append(self.sample(candidate, level, len(done) + 1, stage))
         if self.time_budget is not None:
             self.time_budget.samples.append(self._clock() - started)
+        return done[-1]
 
     def estimate(self, candidate: Candidate, final: bool = False) -> Estimate:
         """The sweep's anchor point and its re-measurements; ``final``: the final round's only."""
@@ -436,6 +491,61 @@ def final_round(search: Search) -> None:
     search.decide(f"final round: {', '.join(c.config_id for c in finalists)} measured again head to head, "
                   f"interleaved, {rounds} rounds: {standings}")
     search.decide(f"chosen: {chosen.config_id}, {final.verdict()}")
+    check_load(search)
+
+
+def chosen_result(final: FinalRound, results: list[ConfigResult]) -> ConfigResult:
+    """The chosen config's result, its best point at the level the load check chose (when it ran)
+    rather than the sweep's lowest-p99 near-tie."""
+    result = next(r for r in results if r.config_id == final.chosen.config_id)
+    if final.load is not None:
+        result.best = final.load.chosen
+    return result
+
+
+def load_rival(search: Search, candidate: Candidate) -> Point | None:
+    """The sweep point at another load level that the anchor does not beat beyond noise (the best such)."""
+    anchor = search.anchor(candidate)
+    if anchor is None or not search.constraints.meets(anchor):
+        return None
+
+    def alone(point: Point) -> Estimate:
+        return estimate(candidate.config_id, candidate.knobs, [point], search.objective, search.constraints)
+
+    close = [p for p in search.results[candidate.config_id].points
+             if p.ok and p.repeat == 0 and p.level != anchor.level and search.constraints.meets(p)
+             and not beats(alone(anchor), alone(p))]
+    return max(close, key=search.objective.value, default=None)
+
+
+def check_load(search: Search) -> None:
+    """Measure the chosen config at its two best load levels head to head, LOAD_ROUNDS interleaved
+    rounds, and recommend the lower unless the higher serves more and they are not equivalent."""
+    final = search.final
+    candidate = search.by_id[final.chosen.config_id]
+    rival = load_rival(search, candidate) if search.sample is not None else None
+    if rival is None:
+        return
+    if search.time_budget is not None and not search.time_budget.allows_samples(2 * LOAD_ROUNDS):
+        search.decide(f"load check: skipped, the time budget is used up; {candidate.config_id} is recommended at "
+                      f"{load_words(search.anchor(candidate))}")
+        return
+    low, high = sorted((search.anchor(candidate), rival), key=lambda p: p.level)
+    taken: dict[float, list[Point]] = {low.level: [], high.level: []}
+    for round_number in range(LOAD_ROUNDS):
+        for level in (low.level, high.level) if round_number % 2 == 0 else (high.level, low.level):
+            taken[level].append(search.sample_at(candidate, level, "load"))
+    versus = paired(taken[high.level], taken[low.level], search.objective)
+    lower, higher = (estimate(candidate.config_id, candidate.knobs, taken[p.level], search.objective,
+                              search.constraints) for p in (low, high))
+    if lower.point is None or higher.point is None:
+        return  # a level failed to measure: the anchor stands
+    if higher.tier != lower.tier:
+        chosen = high if higher.tier > lower.tier else low
+    else:
+        chosen = high if versus.ratio > 1.0 and not versus.equivalent else low
+    final.load = LoadCheck(lower, higher, versus, chosen)
+    search.decide(f"load check: {candidate.config_id} at {final.load.verdict()}")
 
 
 class GridClimb:

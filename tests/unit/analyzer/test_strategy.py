@@ -14,7 +14,7 @@ from tritonctl.analyzer.point import Point
 
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point
 from tritonctl.analyzer.search import SearchSpace, build_candidates, load_model_config
-from tritonctl.analyzer.strategy import (FINAL_ROUNDS, RECHECK_ROUNDS, Search, TimeBudget, run_exhaustive,
+from tritonctl.analyzer.strategy import (FINAL_ROUNDS, LOAD_ROUNDS, RECHECK_ROUNDS, Search, TimeBudget, run_exhaustive,
                                          run_smart, smart_budget)
 
 # A small fast model (mlp-like: batching pays 4x), a big one (batching barely pays, instances hurt),
@@ -53,7 +53,7 @@ def exact_value(server, cset, search, objective) -> float:
     exact = SimulatedServer(server.t0_ms, server.t1_ms, server.contention, server.overhead_ms, noise=0.0)
     chosen = search.final.chosen
     candidate = next(c for c in cset.all if c.config_id == chosen.config_id)
-    return objective.value(exact.point(candidate, chosen.point.concurrency, "check"))
+    return objective.value(exact.point(candidate, int(search.final.level), "check"))
 
 
 def run(strategy, candidates, server, objective, constraints):
@@ -103,9 +103,13 @@ def test_decisions_say_what_was_measured_and_why(candidates):
     for knob in ("instance count", "max batch size", "queue delay (us)"):
         assert any(d.startswith(f"explore {knob}: ") for d in decisions), knob
     assert any(d.startswith("refine: no neighbour of ") for d in decisions)
-    assert decisions[-2].startswith("final round: ") and " rounds: " in decisions[-2]
-    assert decisions[-1].startswith(f"chosen: {search.final.chosen.config_id}, ")
-    assert "against the runner-up" in decisions[-1] and "noise" in decisions[-1]
+    final = next(i for i, d in enumerate(decisions) if d.startswith("final round: "))
+    assert " rounds: " in decisions[final]
+    assert decisions[final + 1].startswith(f"chosen: {search.final.chosen.config_id}, ")
+    assert "against the runner-up" in decisions[final + 1] and "noise" in decisions[final + 1]
+    # Then, when another load level came close to the chosen config's best, the load check.
+    assert decisions[final + 2:] == ([f"load check: {search.final.chosen.config_id} at {search.final.load.verdict()}"]
+                                     if search.final.load is not None else [])
     assert search.results["b4-d0-i2-cpu"].points[0].stage == "baseline"
     stages = {p.stage for r in search.results.values() for p in r.points}
     assert {"baseline", "explore"} <= stages <= {"baseline", "explore", "refine"}
@@ -284,3 +288,65 @@ def test_a_time_budget_is_kept_counting_the_final_round_and_the_wind_down(candid
         assert search.out_of_time == any(d.startswith("stopped: the time budget of ") for d in search.decisions)
         measured.append((len(search.results), search.out_of_time))
     assert measured == sorted(measured, key=lambda m: m[0]) and measured[0][1] and measured[0] < measured[-1], measured
+
+
+def levels_server(sweep: dict[int, float], again: dict[int, list[float]]):
+    """One config (b8) whose sweep measured ``sweep[level]`` once, and whose re-measurements at a level
+    give ``again[level]`` in turn (the default serves half of it everywhere)."""
+    taken: dict[int, int] = {}
+
+    def point(candidate, level, stage, repeat, throughput):
+        if candidate.is_default:
+            throughput /= 2
+        return Point(candidate.config_id, candidate.config_hash, candidate.knobs, candidate.is_default, level, stage,
+                     throughput=throughput, p50_ms=level / 100, p99_ms=level / 50, stable=True,
+                     throughput_spread=0.02, repeat=repeat)
+
+    def evaluate(candidate, stage, near=None):
+        points = [point(candidate, level, stage, 0, value) for level, value in sweep.items()]
+        return ConfigResult(candidate.config_id, candidate.knobs, candidate.is_default, points,
+                            best_point(points, Objective(), Constraints()))
+
+    def sample(candidate, level, repeat, stage):
+        series = again.get(level) or [sweep[level]]
+        count = taken[(candidate.config_id, level)] = taken.get((candidate.config_id, level), -1) + 1
+        return point(candidate, level, stage, repeat, series[count % len(series)])
+
+    return evaluate, sample
+
+
+@pytest.mark.parametrize("again, level", [
+    ({128: [1980, 2010, 1990], 256: [1800, 1790, 1850]}, 128),  # 256's sweep point was a lucky window
+    ({128: [1950, 1990, 2000], 256: [1960, 2000, 1990]}, 128),  # equivalent: the lower load, for its latency
+    ({128: [1600, 1650, 1580], 256: [2000, 1990, 2020]}, 256),  # the higher load serves more, beyond noise
+])
+def test_the_chosen_config_is_recommended_at_the_load_level_that_wins_head_to_head(tmp_path, again, level):
+    """The sweep measured 256 a little above 128, within noise: the two levels are measured again,
+    interleaved, and the chosen config is recommended at the lower one unless the higher serves more."""
+    cset, _ = small_space(tmp_path, batch_sizes=(8,), queue_delays_us=(0,), instance_counts=(1,),
+                          concurrency=(64, 128, 256))
+    evaluate, sample = levels_server({64: 1400.0, 128: 1960.0, 256: 2010.0}, again)
+    search = Search(cset, evaluate, Objective(), Constraints(), sample=sample)
+    run_exhaustive(search)
+    final = search.final
+    assert final.chosen.config_id == "b8-d0-i1-cpu" and final.chosen.point.concurrency == 256
+    assert final.load is not None and final.level == level
+    loads = [p for p in search.samples["b8-d0-i1-cpu"] if p.stage == "load"]
+    assert sorted(p.concurrency for p in loads) == [128] * LOAD_ROUNDS + [256] * LOAD_ROUNDS
+    assert len({p.repeat for p in search.samples["b8-d0-i1-cpu"]}) == len(search.samples["b8-d0-i1-cpu"])
+    assert search.decisions[-1].startswith("load check: b8-d0-i1-cpu at concurrency 256 against concurrency 128, "
+                                           f"{LOAD_ROUNDS} head-to-head rounds: ")
+    assert search.decisions[-1].endswith(f"concurrency {level} chosen, the {'lower' if level == 128 else 'higher'}")
+    record = final.as_dict()["load_check"]
+    assert record["levels"] == [128, 256] and record["chosen_level"] == record["concurrency"] == level
+
+
+def test_no_load_check_when_the_best_level_wins_the_sweep_beyond_noise(tmp_path):
+    cset, _ = small_space(tmp_path, batch_sizes=(8,), queue_delays_us=(0,), instance_counts=(1,),
+                          concurrency=(64, 128, 256))
+    evaluate, sample = levels_server({64: 1400.0, 128: 1600.0, 256: 2000.0}, {})
+    search = Search(cset, evaluate, Objective(), Constraints(), sample=sample)
+    run_exhaustive(search)
+    assert search.final.load is None and search.final.level == 256
+    assert not [p for p in search.samples["b8-d0-i1-cpu"] if p.stage == "load"]
+    assert search.final.as_dict()["load_check"] is None and search.decisions[-1].startswith("chosen: ")
