@@ -1,7 +1,8 @@
 """tritonctl analyze --ray: a local Ray cluster (a head that takes no work and two worker nodes, all
-on loopback) tunes a two-model repository, one model per node, into the same files a one-machine
-run writes; a node lost in the middle costs only its running point, the driver's checkpoint keeps
-the rest; and without ray installed --ray says how to install it."""
+on loopback) tunes a repository of a model and an ensemble over another, one per node (the ensemble
+with its step), into the same files a one-machine run writes; a node lost in the middle costs only
+its running point, the driver's checkpoint keeps the rest; and without ray installed --ray says how
+to install it."""
 
 from __future__ import annotations
 
@@ -47,11 +48,27 @@ def cluster():
             os.environ[LOOPBACK] = previous
 
 
+ENSEMBLE = """name: "pipeline"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "alpha" model_version: -1
+  input_map { key: "INPUT0" value: "IN0" } input_map { key: "INPUT1" value: "IN1" }
+  output_map { key: "OUTPUT0" value: "OUT" }
+} ] }
+"""
+
+
 @pytest.fixture
 def repo(tmp_path) -> Path:
+    """alpha, beta, and ``pipeline``: an ensemble whose one step is alpha."""
     repo = tmp_path / "repo"
     onnx_model(repo, "alpha")
     onnx_model(repo, "beta", config="dynamic_batching { max_queue_delay_microseconds: 100 }")
+    (repo / "pipeline" / "1").mkdir(parents=True)
+    (repo / "pipeline" / "config.pbtxt").write_text(ENSEMBLE)
     return repo
 
 
@@ -66,20 +83,29 @@ def test_two_workers_write_the_files_a_local_run_writes(cluster, repo, tmp_path)
     head, _workers = cluster
     options = AnalyzeOptions(repository=repo, model="", output_dir=tmp_path / "ray", space=SPACE,
                              strategy="exhaustive", **FAST)
-    run = run_on_ray(options, ["alpha", "beta"], head.address)
+    models = ["alpha", "beta", "pipeline"]
+    run = run_on_ray(options, models, head.address)
     local = run_repository(AnalyzeOptions(repository=repo, model="", output_dir=tmp_path / "local", space=SPACE,
-                                          strategy="exhaustive", engine="inprocess", **FAST), ["alpha", "beta"])
+                                          strategy="exhaustive", engine="inprocess", **FAST), models)
     assert files(tmp_path / "ray") == files(tmp_path / "local")
-    assert {"alpha/config.pbtxt", "beta/config.pbtxt", "repository.json", "repository.md"} <= files(tmp_path / "ray")
+    # alpha is tuned as the ensemble's step, at the ensemble's endpoint, not on its own as well.
+    assert {"beta/config.pbtxt", "pipeline/alpha/config.pbtxt", "repository.json", "repository.md"} <= \
+        files(tmp_path / "ray")
+    assert not (tmp_path / "ray" / "alpha").exists()
     ours, theirs = (json.loads((tmp_path / d / "repository.json").read_text()) for d in ("ray", "local"))
     assert [sorted(e) for e in ours["models"]] == [sorted(e) for e in theirs["models"]]
+    assert [(e["model"], e.get("skipped")) for e in ours["models"]] == \
+        [(e["model"], e.get("skipped")) for e in theirs["models"]]
     here = fingerprint()
     assert ours["hardware"] == theirs["hardware"] and list(ours["hardware"]) == [here["id"]]
     # One model per node: both ran at once, on different worker nodes (the head takes no work).
     assert len(run.nodes) == 2 and not run.lost
-    engines = [o.result.meta["engine"] for o in run.result.outcomes]
+    engines = [o.result.meta["engine"] for o in run.result.outcomes if o.result is not None]
     assert all("on Ray node" in e for e in engines) and len({e.split("Ray node ")[1] for e in engines}) == 2
-    for model in ("alpha", "beta"):
+    pipeline = json.loads((tmp_path / "ray" / "pipeline" / "summary.json").read_text())
+    assert pipeline["pipeline"]["steps"] == ["alpha"]
+    assert pipeline["pipeline"]["latency_share"]["chosen"]["alpha"]  # from the statistics, read on the node
+    for model in ("pipeline", "beta"):
         summary = json.loads((tmp_path / "ray" / model / "summary.json").read_text())
         assert summary["hardware"]["id"] == here["id"] and summary["best"]["hardware"] == here["id"]
         assert set(summary) == set(json.loads((tmp_path / "local" / model / "summary.json").read_text()))
@@ -88,7 +114,7 @@ def test_two_workers_write_the_files_a_local_run_writes(cluster, repo, tmp_path)
         # The checkpoint is a one-machine run's: the same command resumes it here, measuring nothing.
         assert settings == read(tmp_path / "local" / model / CHECKPOINT_NAME)[0] | {"engine": settings["engine"]}
     for column in ("hardware", "config_id", "throughput"):
-        assert column in (tmp_path / "ray" / "alpha" / "measurements.csv").read_text().splitlines()[0].split(",")
+        assert column in (tmp_path / "ray" / "beta" / "measurements.csv").read_text().splitlines()[0].split(",")
 
 
 @pytest.mark.slow
@@ -163,26 +189,17 @@ def test_ray_refuses_a_running_server(repo, tmp_path):
         check_options(AnalyzeOptions(repository=repo, model="", output_dir=tmp_path, engine="url", url="x:1"))
 
 
-ENSEMBLE = """name: "pipeline"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-ensemble_scheduling { step [ {
-  model_name: "alpha" model_version: -1
-  input_map { key: "INPUT0" value: "IN0" } input_map { key: "INPUT1" value: "IN1" }
-  output_map { key: "OUTPUT0" value: "OUT" }
-} ] }
-"""
+def test_a_node_without_the_files_is_sent_every_model_a_pipeline_runs(repo, tmp_path):
+    from tritonctl.analyzer.ray_cluster import ServerHost, _archive, _manifest, served_models
 
-
-def test_ray_tunes_single_models_and_says_so_for_a_pipeline(repo, tmp_path):
-    from tritonctl.analyzer.ray_cluster import run_model_on_ray
-
-    (repo / "pipeline" / "1").mkdir(parents=True)
-    (repo / "pipeline" / "config.pbtxt").write_text(ENSEMBLE)
-    with pytest.raises(AnalyzeError, match=r"model 'pipeline' is a pipeline \(ensemble\): --ray tunes single "
-                                           "models; tune it without --ray"):
-        run_model_on_ray(AnalyzeOptions(repository=repo, model="pipeline", output_dir=tmp_path / "out"),
-                         "127.0.0.1:1")
-    assert not (tmp_path / "out").exists()
+    served = served_models(repo, "pipeline", (), SPACE)
+    assert served == ("alpha", "pipeline") and served_models(repo, "beta", (), SPACE) == ("beta",)
+    host = ServerHost("inprocess", str(tmp_path / "elsewhere"), "http", None, ())
+    manifests = {model: _manifest(repo / model) for model in served}
+    assert not host.has_models(manifests)
+    host.receive({model: _archive(repo / model) for model in served})
+    assert host.has_models(manifests) and host.repository != repo
+    assert (host.repository / "pipeline" / "config.pbtxt").read_text() == ENSEMBLE
+    assert sorted(p.name for p in host.repository.iterdir()) == ["alpha", "pipeline"]
+    with pytest.raises(AnalyzeError, match="model 'gamma'"):
+        served_models(repo, "gamma", (), SPACE)

@@ -21,12 +21,15 @@ from pathlib import Path
 
 from tritonctl.analyzer.hardware import fingerprint, fingerprint_id
 from tritonctl.analyzer.search import AnalyzeError, Candidate
+from tritonctl.perf.client import stats_from_json
+from tritonctl.perf.measurement import ServerStats
 from tritonctl.perf.options import PerfOptions
 from tritonctl.perf.run import PerfResult, run_perf
 
 ENGINES = ("subprocess", "inprocess", "url", "triton")
 START_TIMEOUT_S = 180.0
 LOAD_TIMEOUT_S = 600.0  # a large model can take minutes to load
+STATS_TIMEOUT_S = 10.0
 SERVING_LINE = re.compile(r": HTTP (\d+|None), gRPC (\d+|None), metrics (\d+|None)\s*$")
 
 
@@ -56,13 +59,32 @@ class Engine:
     def describe(self) -> str:
         return self.kind
 
-    def apply(self, model: str, candidate: Candidate) -> None:
-        """Load (or reload) ``model`` with the candidate's config; raises LoadFailed with the reason."""
-        self._load(model, candidate.config_json)
+    def apply(self, model: str, candidate: Candidate | None) -> None:
+        """Load (or reload) ``model`` with the candidate's config (None: its own config in the
+        repository); raises LoadFailed with the reason."""
+        self._load(model, candidate.config_json if candidate is not None else None)
 
     def measure(self, perf: PerfOptions) -> PerfResult:
         """Run the load ``perf`` describes against this server (its ``url`` is the server's)."""
         return run_perf(perf)
+
+    def statistics(self, model: str) -> ServerStats | None:
+        """The model's cumulative statistics, or None when the server gives none."""
+        try:
+            if self.protocol == "grpc":
+                import tritonclient.grpc as grpcclient
+
+                client = grpcclient.InferenceServerClient(self.url)
+                try:
+                    return stats_from_json(client.get_inference_statistics(model, as_json=True,
+                                                                           client_timeout=STATS_TIMEOUT_S))
+                finally:
+                    client.close()
+            address = f"http://{self.url}/v2/models/{urllib.parse.quote(model)}/stats"
+            with urllib.request.urlopen(address, timeout=STATS_TIMEOUT_S) as response:
+                return stats_from_json(json.loads(response.read()))
+        except Exception:  # a server without the statistics extension: no shares, the numbers still count
+            return None
 
     @property
     def hardware(self) -> dict:
@@ -198,7 +220,7 @@ class ProcessEngine(Engine):
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def apply(self, model: str, candidate: Candidate) -> None:
+    def apply(self, model: str, candidate: Candidate | None) -> None:
         self._raise_if_exited()
         try:
             super().apply(model, candidate)
@@ -306,7 +328,7 @@ class UrlEngine(Engine):
 
     def restore(self, model: str) -> None:
         try:
-            self._load(model, None)
+            self.apply(model, None)
         except LoadFailed:
             pass  # the model's own config does not load on that server: nothing better to leave behind
 

@@ -12,11 +12,8 @@ computing. The outputs are the single-model run's (tables, summary.json, report.
 
 from __future__ import annotations
 
-import json
 import math
 import time
-import urllib.parse
-import urllib.request
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,12 +31,10 @@ from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.results import points_frame, write_tables
 from tritonctl.analyzer.search import AnalyzeError, validation_error
 from tritonctl.analyzer.strategy import Search, TimeBudget, chosen_result, run_exhaustive
-from tritonctl.perf.client import stats_from_json
 from tritonctl.perf.measurement import ServerStats
 from tritonctl.perf.options import PerfOptions, check_options
 from tritonctl.repo_schema.writer import to_pbtxt
 
-STATS_TIMEOUT_S = 10.0
 STEP_KNOBS = ("max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count", "instance_kind",
               "dynamic_batching", "max_queue_size", "queue_timeout_us")
 
@@ -82,11 +77,11 @@ class PipelineEngine(Engine):
         if not self.top_loaded:
             for name in self.pipeline.fixed:
                 try:
-                    self.inner._load(name, None)
+                    self.inner.apply(name, None)
                 except LoadFailed as exc:
                     raise LoadFailed(f"step '{name}' (not tuned): {exc}") from None
             try:
-                self.inner._load(model, None)
+                self.inner.apply(model, None)
             except LoadFailed as exc:
                 raise LoadFailed(f"the pipeline model '{model}': {exc}") from None
             self.top_loaded = True
@@ -97,22 +92,11 @@ class PipelineEngine(Engine):
         self.inner.restore(model)
 
     def statistics(self, model: str) -> ServerStats | None:
-        """The model's cumulative statistics, or None when the server gives none."""
-        try:
-            if self.protocol == "grpc":
-                import tritonclient.grpc as grpcclient
+        return self.inner.statistics(model)
 
-                client = grpcclient.InferenceServerClient(self.url)
-                try:
-                    return stats_from_json(client.get_inference_statistics(model, as_json=True,
-                                                                           client_timeout=STATS_TIMEOUT_S))
-                finally:
-                    client.close()
-            address = f"http://{self.url}/v2/models/{urllib.parse.quote(model)}/stats"
-            with urllib.request.urlopen(address, timeout=STATS_TIMEOUT_S) as response:
-                return stats_from_json(json.loads(response.read()))
-        except Exception:  # a server without the statistics extension: no shares, the numbers still count
-            return None
+    @property
+    def hardware(self) -> dict:
+        return self.inner.hardware
 
 
 class _PipelineRunner(_Runner):
@@ -197,7 +181,7 @@ def run_pipeline(options: AnalyzeOptions, reporter: Reporter | None = None) -> A
     for dropped in space.set.dropped:
         reporter.note(f"skipped {dropped}")
     output_dir = options.output_dir
-    engine = PipelineEngine(make_engine(options.engine, repository, options.protocol, output_dir / "server.log",
+    engine = PipelineEngine((options.engine_maker or make_engine)(options.engine, repository, options.protocol, output_dir / "server.log",
                                         options.url, options.tritonserver, options.triton_args), pipeline)
     settings = {**_settings(options, engine), "pipeline": list(pipeline.names)}
     checkpoint = Checkpoint.open(output_dir, settings, options.resume, options.overwrite)
@@ -268,7 +252,7 @@ def _finish(options: AnalyzeOptions, pipeline: Pipeline, space: JointSpace, sear
         "model": options.model, "strategy": options.strategy, "objective": options.objective.describe(),
         "constraints": options.constraints.as_dict(), "best_config_id": best.config_id if best else None,
         "default_config_id": space.default.config_id, "best_config_pbtxt": "", "decisions": decisions,
-        "engine": runner.engine.describe(), "started": started.isoformat(),
+        "engine": runner.engine.describe(), "hardware": runner.engine.hardware, "started": started.isoformat(),
         "finished": datetime.now(timezone.utc).isoformat(), "wall_s": round(wall_s, 2),
         "candidates_total": space.total, "candidates_measured": len(results), "tritonctl_version": __version__,
         "interrupted": interrupted, "final_round": final.as_dict() if final is not None else None,

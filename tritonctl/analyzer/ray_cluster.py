@@ -15,9 +15,13 @@ one fingerprint for the whole of its search. When the last node of that hardware
 starts again on other hardware as a fresh search (its earlier points stay in the checkpoint, and
 are not reused there: the checkpoint reuses a point only on the hardware that measured it).
 
+A pipeline (an ensemble, or a Python model calling others through BLS) runs on one node with all
+its steps: the node's server holds the pipeline model and every model it runs, and the search of
+its steps' configs runs on the driver as for one model.
+
 Nodes without CPUs to offer (``ray start --head --num-cpus 0``) are left out, so the head node can
-stay free of measurements. A node needs tritonctl installed; the model's files are read from the
-same path when the node has them (a shared file system), and otherwise shipped to the node.
+stay free of measurements. A node needs tritonctl installed; the models' files are read from the
+same path when the node has all of them (a shared file system), and otherwise shipped to the node.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from tritonctl.analyzer import analyze as analyze_module
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.hardware import describe, fingerprint
-from tritonctl.analyzer.pipeline_space import pipeline_kind
-from tritonctl.analyzer.repository import ModelOutcome, RepositoryReporter, RepositoryResult, write_repository_report
-from tritonctl.analyzer.search import AnalyzeError, Candidate, load_model_config
+from tritonctl.analyzer.pipeline_space import load_pipeline, pipeline_kind
+from tritonctl.analyzer.repository import (ModelOutcome, RepositoryReporter, RepositoryResult, plan_models,
+                                          write_repository_report)
+from tritonctl.analyzer.search import AnalyzeError, Candidate, SearchSpace, load_model_config
 from tritonctl.optional import require
 from tritonctl.perf.options import PerfError, PerfOptions
 from tritonctl.perf.run import PerfResult
@@ -60,16 +65,17 @@ class ServerHost:
         self.workdir = Path(tempfile.mkdtemp(prefix="tritonctl-ray-"))
         self.engine: Engine | None = None
 
-    def has_model(self, model: str, manifest: dict[str, int]) -> bool:
-        """Whether this node holds the model's files at the driver's path (same names and sizes)."""
-        return _manifest(self.repository / model) == manifest
+    def has_models(self, manifests: dict[str, dict[str, int]]) -> bool:
+        """Whether this node holds the models' files at the driver's path (same names and sizes)."""
+        return all(_manifest(self.repository / model) == files for model, files in manifests.items())
 
-    def receive(self, model: str, archive: bytes) -> None:
-        """The model's directory, sent by the driver: unpacked into a repository of this node."""
+    def receive(self, archives: dict[str, bytes]) -> None:
+        """The models' directories, sent by the driver: unpacked into a repository of this node."""
         self.repository = self.workdir / "repository"
         self.repository.mkdir(exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(self.repository / model, filter="data")
+        for model, archive in archives.items():
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(self.repository / model, filter="data")
 
     def start(self) -> tuple[str, object]:
         def go():
@@ -80,10 +86,15 @@ class ServerHost:
         return _answer(go)
 
     def apply(self, model: str, config_json: str | None) -> tuple[str, object]:
-        return _answer(lambda: self.engine.apply(model, SimpleNamespace(config_json=config_json)))
+        """Load the model with ``config_json``, or with its own config when that is None."""
+        candidate = SimpleNamespace(config_json=config_json) if config_json is not None else None
+        return _answer(lambda: self.engine.apply(model, candidate))
 
     def measure(self, perf: PerfOptions) -> tuple[str, object]:
         return _answer(lambda: self.engine.measure(replace(perf, url=self.engine.url)))
+
+    def statistics(self, model: str) -> tuple[str, object]:
+        return _answer(lambda: self.engine.statistics(model))
 
     def stop(self) -> None:
         if self.engine is not None:
@@ -202,17 +213,17 @@ class NodePool:
 
 
 class RayEngine(Engine):
-    """A model's server on a Ray node, moved to another node of the same hardware when its node is
-    lost (the point in progress is measured again there)."""
+    """A model's server on a Ray node (with every model it runs, for a pipeline), moved to another
+    node of the same hardware when its node is lost (the point in progress is measured again there)."""
 
-    def __init__(self, pool: NodePool, lease: Lease, kind: str, repository: Path, protocol: str, model: str,
-                 tritonserver: str | None, triton_args: tuple[str, ...]):
+    def __init__(self, pool: NodePool, lease: Lease, kind: str, repository: Path, protocol: str,
+                 models: tuple[str, ...], tritonserver: str | None, triton_args: tuple[str, ...]):
         super().__init__(repository, protocol)
         self.kind = kind  # the checkpoint's settings are a one-machine run's: the hardware tells nodes apart
-        self.pool, self.lease, self.model = pool, lease, model
+        self.pool, self.lease, self.models = pool, lease, models
         self.tritonserver, self.triton_args = tritonserver, triton_args
         self._host = None
-        self._loaded: str | None = None  # the config JSON the server has now
+        self._loaded: dict[str, str | None] = {}  # model -> the config JSON the server has (None: its own)
         self._started: dict = {}
         self._errors = _actor_errors()
 
@@ -232,13 +243,13 @@ class RayEngine(Engine):
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False))
         self._host = actor.remote(self.kind, str(self.repository), self.protocol, self.tritonserver,
                                   self.triton_args)
-        model_dir = self.repository / self.model
-        if not ray.get(self._host.has_model.remote(self.model, _manifest(model_dir))):
-            ray.get(self._host.receive.remote(self.model, _archive(model_dir)))
+        dirs = {model: self.repository / model for model in self.models}
+        if not ray.get(self._host.has_models.remote({model: _manifest(d) for model, d in dirs.items()})):
+            ray.get(self._host.receive.remote({model: _archive(d) for model, d in dirs.items()}))
         self._started = _raise(ray.get(self._host.start.remote()))
         self.url = self._started["url"]
-        if self._loaded is not None:  # a move: the config the lost node had
-            _raise(ray.get(self._host.apply.remote(self.model, self._loaded)))
+        for model, config_json in self._loaded.items():  # a move: the configs the lost node had, in order
+            _raise(ray.get(self._host.apply.remote(model, config_json)))
 
     def _call(self, method: str, *args):
         """A call to the node's server; a lost node is replaced and the call made again there."""
@@ -260,13 +271,21 @@ class RayEngine(Engine):
                                f"hardware ({describe(lost.hardware)}) is left") from None
         self.lease.node = node
 
-    def apply(self, model: str, candidate: Candidate) -> None:
-        self._loaded = None
-        self._call("apply", model, candidate.config_json)
-        self._loaded = candidate.config_json
+    def apply(self, model: str, candidate: Candidate | None) -> None:
+        config_json = candidate.config_json if candidate is not None else None
+        try:
+            self._call("apply", model, config_json)
+        except LoadFailed:
+            self._loaded.pop(model, None)
+            raise
+        self._loaded[model] = config_json
 
     def measure(self, perf: PerfOptions) -> PerfResult:
         return self._call("measure", perf)
+
+    def statistics(self, model: str):
+        """Read on the node: its server may listen on an address only the node reaches."""
+        return self._call("statistics", model)
 
     def restore(self, model: str) -> None:
         """Nothing to restore: the server on the node is this run's own, and is stopped."""
@@ -353,13 +372,15 @@ def run_on_ray(options: AnalyzeOptions, models: list[str], address: str,
     run = RepositoryResult(out, time_budget_s=options.time_budget_s)
     clock = time.monotonic()
     deadline = clock + options.time_budget_s if options.time_budget_s else None
-    tunable: list[str] = []
-    for model in models:
+    tunable, skipped = plan_models(repository, models)
+    run.outcomes += skipped
+    served: dict[str, tuple[str, ...]] = {}
+    for model in list(tunable):
         try:
-            _check_single(repository, model, options.composing_models)
-            tunable.append(model)
-        except AnalyzeError as exc:
-            run.outcomes.append(ModelOutcome(model, skipped=str(exc)))
+            served[model] = served_models(repository, model, (), options.space)
+        except AnalyzeError as exc:  # as a one-machine run reports a model whose run cannot start
+            tunable.remove(model)
+            run.outcomes.append(ModelOutcome(model, skipped=f"failed: {exc}"))
     stopping = threading.Event()
     started = [0]
     lock = threading.Lock()
@@ -380,7 +401,7 @@ def run_on_ray(options: AnalyzeOptions, models: list[str], address: str,
             share = None if left is None else left * min(len(pool.nodes), waiting) / waiting
             reporter.model_start(index, len(tunable), f"{model} on node {node.name}", share, left)
             lease = Lease(node)
-            maker = _maker(pool, lease, model)
+            maker = _maker(pool, lease, served[model])
             outcome = ModelOutcome(model, share)
             begun = time.monotonic()
             try:
@@ -425,29 +446,31 @@ def run_model_on_ray(options: AnalyzeOptions, address: str, reporter=None):
     """``--model M --ray ADDRESS``: one model tuned on one node of the cluster, written to
     ``options.output_dir`` as a one-machine run writes it; returns its ``AnalyzeResult``."""
     check_options(options)
-    _check_single(options.repository.resolve(), options.model, options.composing_models)
+    repository = options.repository.resolve()
+    served = served_models(repository, options.model, options.composing_models, options.space)
     pool = NodePool.discover(connect(address))
     node = pool.acquire()
     lease = Lease(node)
     try:
-        return run_analyze(replace(options, repository=options.repository.resolve(),
-                                   engine_maker=_maker(pool, lease, options.model)), reporter)
+        return run_analyze(replace(options, repository=repository, engine_maker=_maker(pool, lease, served)),
+                           reporter)
     finally:
         pool.release(lease.node)
 
 
-def _check_single(repository: Path, model: str, composing: tuple[str, ...] = ()) -> None:
-    """A model --ray can tune: one that loads, and not a pipeline (an ensemble or a BLS model, whose
-    steps' servers would have to move with it)."""
-    kind = pipeline_kind(repository, model, composing)
-    if kind:
-        raise AnalyzeError(f"model '{model}' is a pipeline ({kind}): --ray tunes single models; tune it without "
-                           "--ray (its steps are tuned one by one here)")
-    load_model_config(repository, model)
+def served_models(repository: Path, model: str, composing: tuple[str, ...], space: SearchSpace) -> tuple[str, ...]:
+    """The models a node's server needs to tune ``model``: the model, and for a pipeline (an ensemble
+    or a BLS model) every model it runs. Raises AnalyzeError for a model or pipeline that cannot be
+    tuned, as a one-machine run does."""
+    if not pipeline_kind(repository, model, composing):
+        load_model_config(repository, model)
+        return (model,)
+    pipeline = load_pipeline(repository, model, composing, space)
+    return (*pipeline.names, *pipeline.fixed, model)
 
 
-def _maker(pool: NodePool, lease: Lease, model: str):
+def _maker(pool: NodePool, lease: Lease, models: tuple[str, ...]):
     def make(kind: str, repository: Path, protocol: str, log_path: Path, url: str | None = None,
              tritonserver: str | None = None, triton_args: tuple[str, ...] = ()) -> Engine:
-        return RayEngine(pool, lease, kind, repository, protocol, model, tritonserver, triton_args)
+        return RayEngine(pool, lease, kind, repository, protocol, models, tritonserver, triton_args)
     return make

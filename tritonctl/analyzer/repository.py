@@ -101,6 +101,29 @@ def repository_models(repository: Path, names: list[str] | None) -> list[str]:
     return sorted(dict.fromkeys(names))
 
 
+def plan_models(repository: Path, models: list[str]) -> tuple[list[str], list[ModelOutcome]]:
+    """The models a repository run tunes, in order, and those it skips with the reason: a model that
+    does not load, and a pipeline's step (tuned together with the pipeline's other steps)."""
+    tunable: list[str] = []
+    skipped: list[ModelOutcome] = []
+    within: dict[str, list[str]] = {}  # a composing model -> the pipelines of this run that tune it
+    for model in models:
+        try:
+            if pipeline_kind(repository, model):
+                for step in step_names(repository, model):
+                    within.setdefault(step, []).append(model)
+            else:
+                load_model_config(repository, model)
+            tunable.append(model)
+        except AnalyzeError as exc:
+            skipped.append(ModelOutcome(model, skipped=str(exc)))
+    for model in [m for m in tunable if m in within]:
+        tunable.remove(model)
+        places = ", ".join(f"'{p}' (its config: {p}/{model}/config.pbtxt)" for p in within[model])
+        skipped.append(ModelOutcome(model, skipped=f"tuned together with the other steps of pipeline {places}"))
+    return tunable, skipped
+
+
 def run_repository(options: AnalyzeOptions, models: list[str], reporter: RepositoryReporter | None = None) \
         -> RepositoryResult:
     """Tune ``models`` one after the other into ``options.output_dir / <model>``, sharing
@@ -112,22 +135,8 @@ def run_repository(options: AnalyzeOptions, models: list[str], reporter: Reposit
     run = RepositoryResult(out, time_budget_s=options.time_budget_s)
     clock = time.monotonic()
     deadline = clock + options.time_budget_s if options.time_budget_s else None
-    tunable: list[str] = []
-    within: dict[str, list[str]] = {}  # a composing model -> the pipelines of this run that tune it
-    for model in models:
-        try:
-            if pipeline_kind(repository, model):
-                for step in step_names(repository, model):
-                    within.setdefault(step, []).append(model)
-            else:
-                load_model_config(repository, model)
-            tunable.append(model)
-        except AnalyzeError as exc:
-            run.outcomes.append(ModelOutcome(model, skipped=str(exc)))
-    for model in [m for m in tunable if m in within]:
-        tunable.remove(model)
-        places = ", ".join(f"'{p}' (its config: {p}/{model}/config.pbtxt)" for p in within[model])
-        run.outcomes.append(ModelOutcome(model, skipped=f"tuned together with the other steps of pipeline {places}"))
+    tunable, skipped = plan_models(repository, models)
+    run.outcomes += skipped
     try:
         for index, model in enumerate(tunable):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
