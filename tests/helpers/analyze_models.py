@@ -17,6 +17,27 @@ def onnx_model(repo: Path, name: str = "add_sub", config: str | None = "") -> Pa
     return write_add_sub(repo, name, extra=config)
 
 
+ADD_SUB_ENSEMBLE = """name: "{name}"
+platform: "ensemble"
+max_batch_size: 8
+input [ {{ name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }}, {{ name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+ensemble_scheduling {{ step [ {{
+  model_name: "{step}" model_version: -1
+  input_map {{ key: "INPUT0" value: "IN0" }} input_map {{ key: "INPUT1" value: "IN1" }}
+  output_map {{ key: "OUTPUT0" value: "OUT" }}
+}} ] }}
+"""
+
+
+def add_sub_ensemble(repo: Path, name: str, step: str) -> Path:
+    """An ensemble ``name`` (max_batch_size 8) whose one step is the add/sub model ``step``."""
+    model_dir = repo / name
+    (model_dir / "1").mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text(ADD_SUB_ENSEMBLE.format(name=name, step=step))
+    return model_dir
+
+
 def fixed_batch_model(repo: Path, name: str = "fixed") -> Path:
     """A model without a batch dimension (max_batch_size 0): only instances can be tuned."""
     model_dir = repo / name

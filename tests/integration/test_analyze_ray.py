@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.analyze_models import onnx_model
+from helpers.analyze_models import add_sub_ensemble, onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions
 from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, read
@@ -48,17 +48,6 @@ def cluster():
             os.environ[LOOPBACK] = previous
 
 
-ENSEMBLE = """name: "pipeline"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-ensemble_scheduling { step [ {
-  model_name: "alpha" model_version: -1
-  input_map { key: "INPUT0" value: "IN0" } input_map { key: "INPUT1" value: "IN1" }
-  output_map { key: "OUTPUT0" value: "OUT" }
-} ] }
-"""
 
 
 @pytest.fixture
@@ -67,8 +56,7 @@ def repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
     onnx_model(repo, "alpha")
     onnx_model(repo, "beta", config="dynamic_batching { max_queue_delay_microseconds: 100 }")
-    (repo / "pipeline" / "1").mkdir(parents=True)
-    (repo / "pipeline" / "config.pbtxt").write_text(ENSEMBLE)
+    add_sub_ensemble(repo, "pipeline", "alpha")
     return repo
 
 
@@ -199,7 +187,8 @@ def test_a_node_without_the_files_is_sent_every_model_a_pipeline_runs(repo, tmp_
     assert not host.has_models(manifests)
     host.receive({model: _archive(repo / model) for model in served})
     assert host.has_models(manifests) and host.repository != repo
-    assert (host.repository / "pipeline" / "config.pbtxt").read_text() == ENSEMBLE
+    sent = host.repository / "pipeline" / "config.pbtxt"
+    assert sent.read_text() == (repo / "pipeline" / "config.pbtxt").read_text()
     assert sorted(p.name for p in host.repository.iterdir()) == ["alpha", "pipeline"]
     with pytest.raises(AnalyzeError, match="model 'gamma'"):
         served_models(repo, "gamma", (), SPACE)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.analyze_models import onnx_model
+from helpers.analyze_models import add_sub_ensemble, onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions
 from tritonctl.analyzer.repository import repository_models, run_repository
@@ -22,17 +22,6 @@ from tritonctl.analyzer.search import AnalyzeError, SearchSpace
 FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
 FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4"]
 SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2))
-ENSEMBLE = """name: "pipeline"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN1" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-ensemble_scheduling { step [ {
-  model_name: "alpha" model_version: -1
-  input_map { key: "INPUT0" value: "IN0" } input_map { key: "INPUT1" value: "IN1" }
-  output_map { key: "OUTPUT0" value: "OUT" }
-} ] }
-"""
 
 
 @pytest.fixture
@@ -40,8 +29,7 @@ def repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
     onnx_model(repo, "beta", config="dynamic_batching { max_queue_delay_microseconds: 100 }")
     onnx_model(repo, "alpha")
-    (repo / "pipeline" / "1").mkdir(parents=True)
-    (repo / "pipeline" / "config.pbtxt").write_text(ENSEMBLE)
+    add_sub_ensemble(repo, "pipeline", "alpha")
     return repo
 
 
