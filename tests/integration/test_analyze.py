@@ -57,7 +57,10 @@ def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tm
     frame = pd.read_csv(out / "measurements.csv")
     assert tuple(frame.columns[:len(COLUMNS)]) == COLUMNS and len(frame) == result.measured
     assert pd.read_parquet(out / "measurements.parquet").equals(result.frame)
-    assert set(frame["stage"]) == {"baseline", "exhaustive", "final"} and frame["is_default"].any()
+    # "load": the load check, when another load level of the chosen config came within noise of its best.
+    load_check = result.meta["final_round"]["load_check"]
+    assert set(frame["stage"]) == {"baseline", "exhaustive", "final"} | ({"load"} if load_check else set())
+    assert frame["is_default"].any()
     assert (frame["avg_batch_size"] >= 1).all() and (frame["compute_us"] > 0).all()
     assert (frame["throughput_spread"] >= 0).all() and (frame.loc[frame["stage"] == "final", "repeat"] >= 1).all()
     passing = frame[frame["meets_constraints"]]
@@ -78,6 +81,7 @@ def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tm
     text = (out / "config.pbtxt").read_text()
     assert text.startswith("# Chosen by tritonctl analyze") and f"Measured as {result.best.config_id}:" in text
     assert "# Final round, " in text and final["verdict"][:40] in text.replace("\n# ", " ")
+    assert ("# Load level: " in text) == (load_check is not None)
     report = out / "report.html"
     if report.exists():  # the analyze extra installs the report's plotting library
         html = report.read_text()
