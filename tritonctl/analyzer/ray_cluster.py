@@ -41,7 +41,7 @@ from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
 from tritonctl.analyzer.hardware import describe, fingerprint
 from tritonctl.analyzer.pipeline_space import load_pipeline, pipeline_kind
-from tritonctl.analyzer.repository import (ModelOutcome, RepositoryReporter, RepositoryResult, plan_models,
+from tritonctl.analyzer.repository import (ModelOutcome, RepositoryReporter, RepositoryResult, begin_run,
                                           write_repository_report)
 from tritonctl.analyzer.search import AnalyzeError, Candidate, SearchSpace, load_model_config
 from tritonctl.optional import require
@@ -368,12 +368,7 @@ def run_on_ray(options: AnalyzeOptions, models: list[str], address: str,
     pool = NodePool.discover(ray)
     repository = options.repository.resolve()
     out = options.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    run = RepositoryResult(out, time_budget_s=options.time_budget_s)
-    clock = time.monotonic()
-    deadline = clock + options.time_budget_s if options.time_budget_s else None
-    tunable, skipped = plan_models(repository, models)
-    run.outcomes += skipped
+    run, tunable, clock, deadline = begin_run(options, repository, models)
     served: dict[str, tuple[str, ...]] = {}
     for model in list(tunable):
         try:

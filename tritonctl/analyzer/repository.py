@@ -124,6 +124,19 @@ def plan_models(repository: Path, models: list[str]) -> tuple[list[str], list[Mo
     return tunable, skipped
 
 
+def begin_run(options: AnalyzeOptions, repository: Path, models: list[str]) \
+        -> tuple[RepositoryResult, list[str], float, float | None]:
+    """A repository run's start, one machine or Ray: its output directory made, its result with the
+    skipped models listed, the models to tune, the start (time.monotonic()) and the budget's deadline."""
+    options.output_dir.mkdir(parents=True, exist_ok=True)
+    run = RepositoryResult(options.output_dir, time_budget_s=options.time_budget_s)
+    clock = time.monotonic()
+    deadline = clock + options.time_budget_s if options.time_budget_s else None
+    tunable, skipped = plan_models(repository, models)
+    run.outcomes += skipped
+    return run, tunable, clock, deadline
+
+
 def run_repository(options: AnalyzeOptions, models: list[str], reporter: RepositoryReporter | None = None) \
         -> RepositoryResult:
     """Tune ``models`` one after the other into ``options.output_dir / <model>``, sharing
@@ -131,12 +144,7 @@ def run_repository(options: AnalyzeOptions, models: list[str], reporter: Reposit
     reporter = reporter or RepositoryReporter()
     repository = options.repository.resolve()
     out = options.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    run = RepositoryResult(out, time_budget_s=options.time_budget_s)
-    clock = time.monotonic()
-    deadline = clock + options.time_budget_s if options.time_budget_s else None
-    tunable, skipped = plan_models(repository, models)
-    run.outcomes += skipped
+    run, tunable, clock, deadline = begin_run(options, repository, models)
     try:
         for index, model in enumerate(tunable):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
