@@ -3,7 +3,6 @@ checked with KServe's own models; bad inputs fail before anything is written."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import signal
@@ -17,17 +16,12 @@ from pathlib import Path
 import pytest
 
 from helpers.cli_runner import cli
+from helpers.kserve_env import kserve_python, needs_kserve
 from helpers.serve_models import add_sub_onnx
 from helpers.triton_anchor import tritonserver_wrapper
 from helpers.triton_anchor import unavailable_reason as triton_unavailable
 
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the manifests back (pip install 'tritonctl[export]')")
-# The bad inputs fail before any manifest is made; everything else needs KServe's models.
-needs_kserve = pytest.mark.skipif(
-    importlib.util.find_spec("kserve") is None,
-    reason="the manifests are checked with KServe's own models: pip install 'tritonctl[export]' (kserve caps "
-    "pandas below 3, so it is not in the test extra)")
-
 EXAMPLES = Path(__file__).parents[2] / "examples" / "model_repository"
 
 ONNX_CONFIG = """
@@ -93,7 +87,7 @@ json.dump([build(doc).to_dict() for doc in json.load(sys.stdin)], sys.stdout, de
 
 def _as_kserve(*docs: dict) -> list[dict]:
     """The manifests as KServe's V1beta1InferenceService objects (to_dict: snake_case keys)."""
-    done = subprocess.run([sys.executable, "-c", AS_KSERVE], input=json.dumps(docs), capture_output=True,
+    done = subprocess.run([kserve_python(), "-c", AS_KSERVE], input=json.dumps(docs), capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -209,6 +203,16 @@ def test_invalid_config_is_refused_and_nothing_is_written(capsys, tmp_path, tune
     code, out, err = cli(capsys, "export", "kserve", str(tuned_repo), "--storage-uri", "gs://b/r", "-o", str(out_dir))
     assert code == 1 and out == ""
     assert "does not pass `tritonctl validate`" in err and "cpu_model" in err
+    assert not out_dir.exists()
+
+
+def test_a_schema_python_that_cannot_check_is_an_error_and_nothing_is_written(capsys, tmp_path):
+    out_dir = tmp_path / "out"
+    missing = tmp_path / "no-such-python"
+    code, out, err = cli(capsys, "export", "kserve", str(EXAMPLES), "--storage-uri", "gs://b/r",
+                         "--schema-python", str(missing), "-o", str(out_dir))
+    assert code == 1 and out == ""
+    assert f"cannot run {missing} to check the manifests against KServe's schema" in err
     assert not out_dir.exists()
 
 

@@ -21,6 +21,7 @@ def run_without(modules: list[str], *args: str, timeout: float = 60) -> subproce
     blocked = "".join(f"sys.modules[{m!r}] = None; " for m in modules)
     code = f"import sys; {blocked}from tritonctl.cli.app import main; main()"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TRITONCTL_KSERVE_PYTHON", None)  # export's check in this Python, where the modules are blocked
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 

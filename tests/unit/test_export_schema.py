@@ -4,16 +4,14 @@ a child Python (kserve's protobufs clash with tritonclient's in one process), on
 from __future__ import annotations
 
 import copy
-import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
-from tritonctl.export.schema import schema_errors
+from helpers.kserve_env import needs_kserve
+from tritonctl.export.schema import SchemaPythonError, schema_errors
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("kserve") is None,
-    reason="the check uses KServe's own models: pip install 'tritonctl[export]' (kserve caps pandas below 3, so it "
-    "is not in the test extra)")
 
 GOOD = {
     "apiVersion": "serving.kserve.io/v1beta1",
@@ -47,6 +45,7 @@ REFUSED = [
 ]
 
 
+@needs_kserve
 def test_good_manifests_pass_and_what_kserve_refuses_is_refused_with_the_path():
     docs = [GOOD]
     for change, _ in REFUSED:
@@ -57,3 +56,24 @@ def test_good_manifests_pass_and_what_kserve_refuses_is_refused_with_the_path():
     assert good is None
     for (_, where), error in zip(REFUSED, refused, strict=True):
         assert error is not None and where in error, (where, error)
+
+
+def test_a_named_python_that_cannot_run_the_check_is_named_with_the_reason(tmp_path: Path):
+    with pytest.raises(SchemaPythonError, match=r"cannot run .*no-such-python to check the manifests"):
+        schema_errors([GOOD], python=str(tmp_path / "no-such-python"))
+
+
+def test_a_named_python_without_kserve_says_how_to_install_it_there(tmp_path: Path):
+    bare = tmp_path / "bare-python"  # this Python without site-packages: no kserve, no kubernetes
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    with pytest.raises(SchemaPythonError) as refused:
+        schema_errors([GOOD], python=str(bare))
+    assert f"{bare} cannot check the manifests against KServe's schema: it has no kserve module" in str(refused.value)
+    assert f"{bare} -m pip install kserve kubernetes" in str(refused.value)
+
+
+def test_the_python_is_taken_from_the_environment_when_not_named(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TRITONCTL_KSERVE_PYTHON", str(tmp_path / "from-env-python"))
+    with pytest.raises(SchemaPythonError, match="from-env-python"):
+        schema_errors([GOOD])

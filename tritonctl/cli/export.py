@@ -70,6 +70,10 @@ def kserve(
                                           help="Use configs/<NAME>.pbtxt where present, like tritonserver."),
     no_exec: bool = typer.Option(False, "--no-exec", help="Never run model code (a Python model's "
                                  "auto_complete_config) while checking the repository."),
+    schema_python: str = typer.Option(None, "--schema-python", metavar="PYTHON", envvar="TRITONCTL_KSERVE_PYTHON",
+                                      help="The Python that checks the manifests against KServe's schema, when "
+                                      "kserve is installed in another environment (kserve caps pandas below 3); "
+                                      "default: this one."),
 ) -> None:
     from tritonctl.export.kserve import DEFAULT_IMAGE, ExportOptions
     from tritonctl.export.names import ExportInputError, check_service_name, check_storage_uri
@@ -93,18 +97,19 @@ def kserve(
         raise CliError(str(exc), 2) from None
     if namespace is not None:
         _check_namespace(namespace)
-    documents = _manifests(repository, options, model_config_name, no_exec)
+    documents = _manifests(repository, options, model_config_name, no_exec, schema_python)
     if output is None or str(output) == "-":
         _write_stdout(documents)
     else:
         _write_files(documents, output, force)
 
 
-def _manifests(repository: Path, options, model_config_name: str | None, no_exec: bool) -> list[tuple[str, str]]:
+def _manifests(repository: Path, options, model_config_name: str | None, no_exec: bool,
+               schema_python: str | None) -> list[tuple[str, str]]:
     """(file name, YAML text) per InferenceService, every one checked against KServe's schema."""
     from tritonctl.export.kserve import manifest, plan_services
     from tritonctl.export.names import ExportInputError
-    from tritonctl.export.schema import schema_errors
+    from tritonctl.export.schema import SchemaPythonError, schema_errors
     from tritonctl.optional import require
 
     yaml = require("yaml", "tritonctl export kserve")
@@ -114,7 +119,11 @@ def _manifests(repository: Path, options, model_config_name: str | None, no_exec
     except ExportInputError as exc:
         raise CliError(str(exc)) from None
     docs = [manifest(service, options) for service in services]
-    for service, error in zip(services, schema_errors(docs)):
+    try:
+        errors = schema_errors(docs, schema_python)
+    except SchemaPythonError as exc:
+        raise CliError(str(exc)) from None
+    for service, error in zip(services, errors):
         if error is not None:
             raise CliError(f"the InferenceService '{service.name}' does not pass KServe's schema: {error}")
     return [(f"{service.name}.yaml", yaml.safe_dump(doc, sort_keys=False)) for service, doc in zip(services, docs)]

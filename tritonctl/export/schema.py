@@ -9,7 +9,10 @@ those) is an error with the path to it; resource amounts must parse as Kubernete
 The check runs in a child Python (``python -m tritonctl.export.schema``, the manifests as JSON on
 its standard input): importing ``kserve`` registers its own copy of the v2 protocol's protobufs
 (package ``inference``), which clashes with tritonclient's in one process, and it imports
-kserve's whole model server besides.
+kserve's whole model server besides. That child may be another environment's Python
+(``--schema-python``, or ``$TRITONCTL_KSERVE_PYTHON``): kserve caps pandas below 3, so it often
+lives in a virtualenv of its own; the child needs only kserve and kubernetes besides this package's
+source, which it finds through PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from pathlib import Path
 from tritonctl.optional import MissingDependency, provider_of, require
 
 NEEDED_BY = "tritonctl export kserve (checking manifests against KServe's schema)"
+PYTHON_ENV = "TRITONCTL_KSERVE_PYTHON"  # the Python to check with, when --schema-python is not given
+_NEEDED_MODULES = ("kserve", "kubernetes")
 _PRIMITIVES = {"str": (str,), "bytes": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "date": (str,),
                "datetime": (str,)}
 
@@ -33,24 +38,48 @@ class SchemaError(ValueError):
     """A manifest KServe would not accept; the message has the path to the bad field."""
 
 
-def schema_errors(docs: list[dict], timeout_s: float = 300) -> list[str | None]:
+class SchemaPythonError(RuntimeError):
+    """The Python named to run the check cannot run it (absent, not a Python, without kserve)."""
+
+
+def schema_python(explicit: str | None = None) -> str:
+    """The interpreter that runs the check: ``explicit`` (--schema-python), else $TRITONCTL_KSERVE_PYTHON,
+    else this one."""
+    return explicit or os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def schema_errors(docs: list[dict], python: str | None = None, timeout_s: float = 300) -> list[str | None]:
     """For each of ``docs``, None when KServe's models accept it as a serving.kserve.io/v1beta1
-    InferenceService, else why not. MissingDependency when kserve or kubernetes is not installed."""
-    for module in ("kserve", "kubernetes"):
-        if importlib.util.find_spec(module) is None:
-            raise MissingDependency(NEEDED_BY, module, provider_of(module))
+    InferenceService, else why not. The check runs in ``schema_python(python)``. MissingDependency
+    when this Python lacks kserve or kubernetes; SchemaPythonError when another Python was named
+    and cannot run it."""
+    interpreter = schema_python(python)
+    foreign = Path(interpreter).absolute() != Path(sys.executable).absolute()
+    if not foreign:
+        for module in _NEEDED_MODULES:
+            if importlib.util.find_spec(module) is None:
+                raise MissingDependency(NEEDED_BY, module, provider_of(module))
     root = str(Path(__file__).resolve().parents[2])  # this tritonctl, for the child too
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    done = subprocess.run([sys.executable, "-m", "tritonctl.export.schema"], input=json.dumps(docs), env=env,
-                          capture_output=True, text=True, timeout=timeout_s)
+    try:
+        done = subprocess.run([interpreter, "-m", "tritonctl.export.schema"], input=json.dumps(docs), env=env,
+                              capture_output=True, text=True, timeout=timeout_s)
+    except OSError as exc:  # absent, not executable
+        raise SchemaPythonError(f"cannot run {interpreter} to check the manifests against KServe's schema: "
+                                f"{exc.strerror or exc}") from None
     try:
         answer = json.loads(done.stdout)
     except ValueError:
         tail = " ".join(done.stderr.strip().splitlines()[-3:])
-        raise RuntimeError(f"the check against KServe's schema failed (exit status {done.returncode}): {tail}") \
-            from None
+        raise SchemaPythonError(f"the check against KServe's schema failed in {interpreter} (exit status "
+                                f"{done.returncode}): {tail}") from None
+    if "missing" in answer:
+        raise SchemaPythonError(f"{interpreter} cannot check the manifests against KServe's schema: it has no "
+                                f"{answer['missing']} module. Install both there: {interpreter} -m pip install "
+                                "kserve kubernetes")
     if "failed" in answer:
-        raise RuntimeError(f"the check against KServe's schema could not run: {answer['failed']}")
+        raise SchemaPythonError(f"the check against KServe's schema could not run in {interpreter}: "
+                                f"{answer['failed']}")
     return answer["errors"]
 
 
@@ -135,8 +164,12 @@ def _kind(value) -> str:
 
 def _main() -> None:
     """The child of schema_errors: manifests (a JSON list) on standard input, {"errors": [...]}
-    (or {"failed": why}) on standard output."""
+    (or {"missing": module}, or {"failed": why}) on standard output."""
     docs = json.load(sys.stdin)
+    missing = [module for module in _NEEDED_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
+        json.dump({"missing": missing[0]}, sys.stdout)
+        return
     try:
         errors = []
         for doc in docs:
