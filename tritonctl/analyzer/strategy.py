@@ -35,8 +35,11 @@ is recommended at the lower one unless the higher serves more and they are not e
 A config that meets the constraints beats one that does not; between two that miss them, the one
 closer to meeting them is better. Smart never measures more than its budget of configs (by default
 a quarter of the candidates, and never fewer than it takes to cover every knob's line); when the
-budget runs out first it says which knobs it did not explore. Every decision is recorded with the
-numbers it was made on.
+budget runs out first it says which knobs it did not explore. Under a time budget (``TimeBudget``)
+a new config is measured only while its sweep and a final round still fit, the final round is cut
+short after any round when the next no longer fits, and the load check runs only when it fits; the
+decisions say which of these the budget cut. Every decision is recorded with the numbers it was
+made on.
 """
 
 from __future__ import annotations
@@ -77,10 +80,11 @@ class BudgetExhausted(Exception):
 
 class TimeBudget:
     """A deadline for a search (``time.monotonic()`` seconds). At the pace measured so far (each
-    config's sweep and each re-measurement, loading the config included), a new config is measured
-    only while the time left covers its sweep, the final round with it among the finalists, and the
-    run's wind-down (stopping the server, writing the reports); a tie-break's re-measurements and
-    the final round's extra rounds only while the time left still covers them and what follows."""
+    config's sweep, each point's measurement, each config's load, each re-measurement), a new config
+    is measured only while the time left covers its sweep, a final round with it among the
+    finalists, and the run's wind-down (stopping the server, writing the reports). Everything after
+    that asks again before it starts: a tie-break's re-measurements, each round of the final round
+    after its first (the round is cut short rather than the deadline missed), the load check."""
 
     WIND_DOWN_S = 2.0
 
@@ -89,33 +93,47 @@ class TimeBudget:
         self.seconds = seconds  # the whole budget, for the decisions' text
         self.clock = clock
         self.sweeps: list[float] = []  # wall seconds of each config's sweep
-        self.points: list[float] = []  # wall seconds per point of each sweep
+        self.points: list[float] = []  # seconds each point of a sweep took to measure
+        self.loads: list[float] = []  # what each sweep took besides its points' measurements: loading the config
         self.samples: list[float] = []  # wall seconds of each re-measurement
+        self.refusal: str | None = None  # why the last new config was refused, in words
+
+    def record_sweep(self, took: float, points: list[Point]) -> None:
+        measuring = [p.measured_s for p in points]
+        self.sweeps.append(took)
+        self.points.extend(measuring)
+        self.loads.append(max(took - sum(measuring), 0.0))
 
     def left(self) -> float:
         return self.deadline - self.clock()
 
     def sample_seconds(self) -> float:
-        """What one re-measurement takes: as measured, or until one is, a sweep's point and a load."""
+        """What one re-measurement takes: as measured, or until one is, a point's measurement and
+        the slowest load of a config (re-measurements interleave configs, each loaded again)."""
         if self.samples:
             return statistics.median(self.samples)
-        return 1.5 * statistics.median(self.points) if self.points else 0.0
+        return (statistics.median(self.points) if self.points else 0.0) + max(self.loads, default=0.0)
 
     def allows(self, finalists: int) -> bool:
         """Whether another config's sweep and a final round of ``finalists`` still fit."""
         if not self.sweeps:
             return self.left() > 0
-        return self.left() > statistics.median(self.sweeps) + self._final(finalists) + self.WIND_DOWN_S
+        sweep, final = statistics.median(self.sweeps), self._final(finalists)
+        if self.left() > sweep + final + self.WIND_DOWN_S:
+            return True
+        self.refusal = (f"the time left ({max(self.left(), 0.0):.0f} s of the {self.seconds:.0f} s budget) does not "
+                        f"cover another config's sweep (about {sweep:.0f} s) and a final round after it (about "
+                        f"{final:.0f} s)")
+        return False
 
     def allows_samples(self, count: int, finalists: int = 0) -> bool:
         """Whether ``count`` re-measurements, then a final round of ``finalists``, still fit."""
         return self.left() > count * self.sample_seconds() + self._final(finalists) + self.WIND_DOWN_S
 
     def _final(self, finalists: int) -> float:
-        """The final round of ``finalists`` and the load check after it (when there is a final round)."""
-        if not finalists:
-            return 0.0
-        return (finalists * FINAL_ROUNDS + 2 * LOAD_ROUNDS) * self.sample_seconds()
+        """A final round of ``finalists`` (the load check after it is left out: it runs only when
+        the time left covers it then)."""
+        return finalists * FINAL_ROUNDS * self.sample_seconds()
 
 
 @dataclass
@@ -260,9 +278,7 @@ class Search:
             started = self._clock()
             result = self.results[candidate.config_id] = self.evaluate(candidate, stage, self._near())
             if self.time_budget is not None and result.points:
-                took = self._clock() - started
-                self.time_budget.sweeps.append(took)
-                self.time_budget.points.append(took / len(result.points))
+                self.time_budget.record_sweep(self._clock() - started, result.points)
         return self.results[candidate.config_id]
 
     def _near(self) -> float | None:
@@ -280,7 +296,7 @@ class Search:
     def budget_words(self) -> str:
         """What ran out, for the decisions."""
         if self.out_of_time:
-            return f"the time budget of {self.time_budget.seconds:.0f} s is used up"
+            return self.time_budget.refusal or f"the time budget of {self.time_budget.seconds:.0f} s is used up"
         return f"the budget of {self.budget} measured configs is used up"
 
     def anchor(self, candidate: Candidate) -> Point | None:
@@ -453,7 +469,7 @@ def final_round(search: Search) -> None:
         """Meeting the constraints first, then the worst head-to-head ratio against the others."""
         return e.tier, min(versus(e, o).ratio for o in among if o is not e)
 
-    rounds, group = 0, list(finalists)
+    rounds, group, cut = 0, list(finalists), False
     while True:
         for candidate in group[rounds % len(group):] + group[:rounds % len(group)]:  # rotate who goes first
             search.remeasure(candidate, "final")
@@ -463,6 +479,9 @@ def final_round(search: Search) -> None:
         leader = estimates[0]
         undecided = [e for e in estimates[1:] if not beaten(leader, e) and not same(leader, e)]
         if rounds < FINAL_ROUNDS:
+            cut = search.time_budget is not None and not search.time_budget.allows_samples(len(group))
+            if cut:
+                break
             continue
         if not undecided or rounds >= FINAL_ROUNDS + FINAL_EXTRA_ROUNDS:
             break
@@ -488,8 +507,9 @@ def final_round(search: Search) -> None:
                        [e.config_id for e in equal] if len(equal) > 1 and unproven is None else [], unproven)
     search.final = final
     standings = "; ".join(f"{e.config_id} {e.describe()}" for e in estimates)
+    short = f" (cut short of {FINAL_ROUNDS} by the time budget)" if cut else ""
     search.decide(f"final round: {', '.join(c.config_id for c in finalists)} measured again head to head, "
-                  f"interleaved, {rounds} rounds: {standings}")
+                  f"interleaved, {rounds} round{'s' if rounds > 1 else ''}{short}: {standings}")
     search.decide(f"chosen: {chosen.config_id}, {final.verdict()}")
     check_load(search)
 

@@ -285,9 +285,46 @@ def test_a_time_budget_is_kept_counting_the_final_round_and_the_wind_down(candid
         run_smart(search)
         assert now[0] + TimeBudget.WIND_DOWN_S <= budget_s, (budget_s, now[0])
         assert search.final is not None
-        assert search.out_of_time == any(d.startswith("stopped: the time budget of ") for d in search.decisions)
+        assert search.out_of_time == any(d.startswith("stopped: the time left (") and f"of the {budget_s:.0f} s budget"
+                                         in d for d in search.decisions)
         measured.append((len(search.results), search.out_of_time))
     assert measured == sorted(measured, key=lambda m: m[0]) and measured[0][1] and measured[0] < measured[-1], measured
+
+
+def test_a_final_round_that_no_longer_fits_is_cut_short_and_says_so(candidates):
+    """Re-measurements that take far longer than the sweeps promised (8 s each, against sweeps of
+    0.1 s per point): the final round stops after the round in which the time ran short, rather than
+    run its three rounds past the deadline, and the decisions say so."""
+    cset, space = candidates
+    cuts = []
+    for budget_s in (30.0, 50.0, 70.0, 90.0):
+        server = SimulatedServer(0.15, 0.02, 0.9, 0.25, noise=0.05, seed=1)
+        evaluate, sample = server.evaluator(space.concurrency, Objective(), Constraints()), server.sampler()
+        now = [0.0]
+
+        def timed_evaluate(candidate, stage, near=None, evaluate=evaluate, now=now):
+            result = evaluate(candidate, stage, near)
+            now[0] += 0.1 * (1 + len(result.points))
+            return result
+
+        def timed_sample(candidate, concurrency, repeat, stage, sample=sample, now=now):
+            now[0] += 8.0
+            return sample(candidate, concurrency, repeat, stage)
+
+        search = Search(cset, timed_evaluate, Objective(), Constraints(), budget=smart_budget(cset),
+                        sample=timed_sample, time_budget=TimeBudget(budget_s, budget_s, clock=lambda now=now: now[0]))
+        run_smart(search)
+        (final,) = [d for d in search.decisions if d.startswith("final round: ")]
+        finalists = len(search.final.estimates)
+        if finalists == 1:  # nothing to measure head to head
+            continue
+        assert search.final.rounds >= 1
+        if search.final.rounds < FINAL_ROUNDS:
+            assert f"cut short of {FINAL_ROUNDS} by the time budget" in final, final
+            cuts.append(budget_s)
+        # The first round always runs; after it, a round starts only when it fits.
+        assert now[0] <= budget_s + finalists * 8.0, (budget_s, now[0], search.decisions)
+    assert cuts, "no budget cut the final round short: the test no longer tests it"
 
 
 def levels_server(sweep: dict[int, float], again: dict[int, list[float]]):
