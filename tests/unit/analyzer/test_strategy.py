@@ -259,31 +259,38 @@ def test_the_default_is_kept_against_a_leader_that_does_not_beat_it_beyond_noise
     assert search.final.chosen.config_id == "b32-d0-i1-cpu" and search.final.unproven is None
 
 
+def timed_smart_run(candidates, budget_s: float, load_s: float, point_s: float, sample_s: float):
+    """smart under a time budget on a clock that a sweep moves ``load_s`` plus ``point_s`` per point
+    and a re-measurement ``sample_s``; the search, and the clock's time at its end."""
+    cset, space = candidates
+    server = SimulatedServer(0.15, 0.02, 0.9, 0.25, noise=0.05, seed=1)
+    evaluate, sample = server.evaluator(space.concurrency, Objective(), Constraints()), server.sampler()
+    now = [0.0]
+
+    def timed_evaluate(candidate, stage, near=None):
+        result = evaluate(candidate, stage, near)
+        now[0] += load_s + point_s * len(result.points)
+        return result
+
+    def timed_sample(candidate, concurrency, repeat, stage):
+        now[0] += sample_s
+        return sample(candidate, concurrency, repeat, stage)
+
+    search = Search(cset, timed_evaluate, Objective(), Constraints(), budget=smart_budget(cset), sample=timed_sample,
+                    time_budget=TimeBudget(budget_s, budget_s, clock=lambda: now[0]))
+    run_smart(search)
+    return search, now[0]
+
+
 def test_a_time_budget_is_kept_counting_the_final_round_and_the_wind_down(candidates):
     """On a clock that each sweep moves 1 s per point and each re-measurement 1.5 s (a config loads in
-    0.5 s), smart measures a new config
-    only while its sweep, the final round and the wind-down still fit: it ends within the budget
-    (the wind-down included), and a larger budget measures more."""
-    cset, space = candidates
+    0.5 s), smart measures a new config only while its sweep, the final round and the wind-down still
+    fit: it ends within the budget (the wind-down included), says in numbers why it stopped, and a
+    larger budget measures more."""
     measured = []
     for budget_s in (30.0, 60.0, 120.0, 240.0):
-        server = SimulatedServer(0.15, 0.02, 0.9, 0.25, noise=0.05, seed=1)
-        evaluate, sample = server.evaluator(space.concurrency, Objective(), Constraints()), server.sampler()
-        now = [0.0]
-
-        def timed_evaluate(candidate, stage, near=None, evaluate=evaluate, now=now):
-            result = evaluate(candidate, stage, near)
-            now[0] += 0.5 + len(result.points)  # a load, then 1 s per point
-            return result
-
-        def timed_sample(candidate, concurrency, repeat, stage, sample=sample, now=now):
-            now[0] += 1.5  # a load and a point
-            return sample(candidate, concurrency, repeat, stage)
-
-        search = Search(cset, timed_evaluate, Objective(), Constraints(), budget=smart_budget(cset),
-                        sample=timed_sample, time_budget=TimeBudget(budget_s, budget_s, clock=lambda now=now: now[0]))
-        run_smart(search)
-        assert now[0] + TimeBudget.WIND_DOWN_S <= budget_s, (budget_s, now[0])
+        search, end = timed_smart_run(candidates, budget_s, load_s=0.5, point_s=1.0, sample_s=1.5)
+        assert end + TimeBudget.WIND_DOWN_S <= budget_s, (budget_s, end)
         assert search.final is not None
         assert search.out_of_time == any(d.startswith("stopped: the time left (") and f"of the {budget_s:.0f} s budget"
                                          in d for d in search.decisions)
@@ -295,25 +302,9 @@ def test_a_final_round_that_no_longer_fits_is_cut_short_and_says_so(candidates):
     """Re-measurements that take far longer than the sweeps promised (8 s each, against sweeps of
     0.1 s per point): the final round stops after the round in which the time ran short, rather than
     run its three rounds past the deadline, and the decisions say so."""
-    cset, space = candidates
     cuts = []
     for budget_s in (30.0, 50.0, 70.0, 90.0):
-        server = SimulatedServer(0.15, 0.02, 0.9, 0.25, noise=0.05, seed=1)
-        evaluate, sample = server.evaluator(space.concurrency, Objective(), Constraints()), server.sampler()
-        now = [0.0]
-
-        def timed_evaluate(candidate, stage, near=None, evaluate=evaluate, now=now):
-            result = evaluate(candidate, stage, near)
-            now[0] += 0.1 * (1 + len(result.points))
-            return result
-
-        def timed_sample(candidate, concurrency, repeat, stage, sample=sample, now=now):
-            now[0] += 8.0
-            return sample(candidate, concurrency, repeat, stage)
-
-        search = Search(cset, timed_evaluate, Objective(), Constraints(), budget=smart_budget(cset),
-                        sample=timed_sample, time_budget=TimeBudget(budget_s, budget_s, clock=lambda now=now: now[0]))
-        run_smart(search)
+        search, end = timed_smart_run(candidates, budget_s, load_s=0.1, point_s=0.1, sample_s=8.0)
         (final,) = [d for d in search.decisions if d.startswith("final round: ")]
         finalists = len(search.final.estimates)
         if finalists == 1:  # nothing to measure head to head
@@ -323,7 +314,7 @@ def test_a_final_round_that_no_longer_fits_is_cut_short_and_says_so(candidates):
             assert f"cut short of {FINAL_ROUNDS} by the time budget" in final, final
             cuts.append(budget_s)
         # The first round always runs; after it, a round starts only when it fits.
-        assert now[0] <= budget_s + finalists * 8.0, (budget_s, now[0], search.decisions)
+        assert end <= budget_s + finalists * 8.0, (budget_s, end, search.decisions)
     assert cuts, "no budget cut the final round short: the test no longer tests it"
 
 
