@@ -3,17 +3,14 @@ through the real tritonclient (HTTP and gRPC)."""
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from helpers.build_models import fixed_batch_reshape
+from helpers.processes import free_port, started
 
 from tritonctl.convert.options import BuildOptions
 from tritonctl.convert.pipeline import build
@@ -22,11 +19,6 @@ ort = pytest.importorskip("onnxruntime")
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -40,32 +32,12 @@ def built_repo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(built_repo):
     root, _ = built_repo
-    http_port, grpc_port = _free_port(), _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tritonctl", "serve", str(root / "repo"), "--http-port", str(http_port),
-         "--grpc-port", str(grpc_port), "--metrics-port", "-1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.is_server_ready():
-                    break
-            except Exception:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tritonctl serve did not start: {process.stdout.read()}")
-            time.sleep(0.2)
+    http_port, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "tritonctl", "serve", str(root / "repo"), "--http-port", str(http_port),
+               "--grpc-port", str(grpc_port), "--metrics-port", "-1"]
+    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
+            started(command, client.is_server_ready, "tritonctl serve"):
         yield http_port, grpc_port
-    finally:
-        client.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _expected(source: Path, x: np.ndarray) -> np.ndarray:

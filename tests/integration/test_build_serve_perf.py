@@ -5,16 +5,14 @@ answering like the source over HTTP and gRPC, and measured by ``tritonctl perf``
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
 
+from helpers.processes import free_port, started
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.options import BuildOptions
 from tritonctl.convert.pipeline import build
@@ -47,11 +45,6 @@ NETS = textwrap.dedent('''
 FAST = {"measurement_interval_ms": 150, "stability_percentage": 50, "max_trials": 5}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _tritonctl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tritonctl", *args], capture_output=True, text=True, timeout=600)
@@ -74,32 +67,13 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(built):
-    http_port, grpc_port = _free_port(), _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tritonctl", "serve", str(built / "repo"), "--http-port", str(http_port),
-         "--grpc-port", str(grpc_port), "--metrics-port", "-1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if client.is_server_ready() and client.is_model_ready("scorer_pt"):
-                    break
-            except Exception:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tritonctl serve did not start: {process.stdout.read()}")
-            time.sleep(0.2)
+    http_port, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "tritonctl", "serve", str(built / "repo"), "--http-port", str(http_port),
+               "--grpc-port", str(grpc_port), "--metrics-port", "-1"]
+    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
+            started(command, lambda: client.is_server_ready() and client.is_model_ready("scorer_pt"),
+                    "tritonctl serve", timeout_s=90):
         yield f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"
-    finally:
-        client.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_the_torchscript_entry_is_a_pytorch_model_with_its_check_recorded(built):

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import pytest
 
 from helpers.cli_runner import cli
 from helpers.kserve_env import kserve_python, needs_kserve
+from helpers.processes import free_port, started
 from helpers.serve_models import add_sub_onnx
 from helpers.triton_anchor import tritonserver_wrapper
 from helpers.triton_anchor import unavailable_reason as triton_unavailable
@@ -299,11 +297,6 @@ def test_warnings_are_named_but_do_not_stop_the_export(capsys, tuned_repo):
     assert len(_docs(out)) == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @needs_kserve
 def test_bundled_server_container_command_serves_the_model_it_names(capsys, tmp_path):
@@ -320,27 +313,19 @@ def test_bundled_server_container_command_serves_the_model_it_names(capsys, tmp_
     assert code == 0, err
     doc = next(d for d in _docs(out) if d["metadata"]["name"] == "cpu-model")
     container = doc["spec"]["predictor"]["containers"][0]
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     # The pod's paths and ports, mapped onto this machine: the mount, loopback, free ports.
     local = {"/mnt/models": str(repo), "0.0.0.0": "127.0.0.1", "8080": str(http_port), "9000": str(grpc_port)}
     args = [local.get(arg, arg) for arg in container["args"]] + ["--metrics-port", "-1"]
     assert container["command"] == ["tritonctl"]
-    process = subprocess.Popen([sys.executable, "-m", "tritonctl", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
     probe = f"http://127.0.0.1:{http_port}{container['readinessProbe']['httpGet']['path']}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(probe, timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the container command did not start a ready server: {process.stdout.read()}")
-            time.sleep(0.2)
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+
+    def probe_ok() -> bool:
+        with urllib.request.urlopen(probe, timeout=5) as response:
+            return response.status == 200
+
+    with started([sys.executable, "-m", "tritonctl", *args], probe_ok, "the container command"), \
+            httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client:
         assert client.is_model_ready("cpu_model") and not client.is_model_ready("other")
         x = np.arange(8, dtype=np.float32).reshape(2, 4)
         inputs = [httpclient.InferInput(name, [2, 4], "FP32") for name in ("INPUT0", "INPUT1")]
@@ -348,14 +333,6 @@ def test_bundled_server_container_command_serves_the_model_it_names(capsys, tmp_
             item.set_data_from_numpy(x)
         result = client.infer("cpu_model", inputs)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x + x)
-        client.close()
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 # What KServe's kserve-tritonserver ClusterServingRuntime runs; the InferenceService's model.args follow.
@@ -375,29 +352,10 @@ def test_triton_runtime_args_load_only_the_exported_model_in_real_triton(capsys,
     code, out, err = cli(capsys, "export", "kserve", str(repo), "--storage-uri", "gs://b/r", "--per-model")
     assert code == 0, err
     doc = next(d for d in _docs(out) if d["metadata"]["name"] == "first")
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     runtime = [arg.format(store=repo, grpc=grpc_port, http=http_port) for arg in KSERVE_TRITON_ARGS]
     command = [str(tritonserver_wrapper(tmp_path)), *runtime, "--allow-metrics=false",
                *doc["spec"]["predictor"]["model"]["args"]]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if client.is_server_ready():
-                    break
-            except Exception:  # noqa: BLE001 - not listening yet
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tritonserver did not start: {process.stdout.read()}")
-            time.sleep(0.2)
+    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
+            started(command, client.is_server_ready, "tritonserver", timeout_s=120, stop_s=60):
         assert client.is_model_ready("first") and not client.is_model_ready("second")
-    finally:
-        client.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
