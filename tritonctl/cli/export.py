@@ -70,10 +70,10 @@ def kserve(
                                           help="Use configs/<NAME>.pbtxt where present, like tritonserver."),
     no_exec: bool = typer.Option(False, "--no-exec", help="Never run model code (a Python model's "
                                  "auto_complete_config) while checking the repository."),
-    schema_python: str = typer.Option(None, "--schema-python", metavar="PYTHON", envvar="TRITONCTL_KSERVE_PYTHON",
+    schema_python: str = typer.Option(None, "--schema-python", metavar="PYTHON",
                                       help="The Python that checks the manifests against KServe's schema, when "
                                       "kserve is installed in another environment (kserve caps pandas below 3); "
-                                      "default: this one."),
+                                      "default: $TRITONCTL_KSERVE_PYTHON, else this one."),
 ) -> None:
     from tritonctl.export.kserve import DEFAULT_IMAGE, ExportOptions
     from tritonctl.export.names import ExportInputError, check_service_name, check_storage_uri
