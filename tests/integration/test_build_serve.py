@@ -35,8 +35,8 @@ def server(built_repo):
     http_port, grpc_port = free_port(), free_port()
     command = [sys.executable, "-m", "tritonctl", "serve", str(root / "repo"), "--http-port", str(http_port),
                "--grpc-port", str(grpc_port), "--metrics-port", "-1"]
-    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
-            started(command, client.is_server_ready, "tritonctl serve"):
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+    with started(command, client.is_server_ready, "tritonctl serve"), client:  # the client closes first
         yield http_port, grpc_port
 
 

@@ -70,9 +70,9 @@ def server(built):
     http_port, grpc_port = free_port(), free_port()
     command = [sys.executable, "-m", "tritonctl", "serve", str(built / "repo"), "--http-port", str(http_port),
                "--grpc-port", str(grpc_port), "--metrics-port", "-1"]
-    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
-            started(command, lambda: client.is_server_ready() and client.is_model_ready("scorer_pt"),
-                    "tritonctl serve", timeout_s=90):
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+    with started(command, lambda: client.is_server_ready() and client.is_model_ready("scorer_pt"),
+                 "tritonctl serve", timeout_s=90), client:  # the client closes first
         yield f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"
 
 

@@ -356,6 +356,7 @@ def test_triton_runtime_args_load_only_the_exported_model_in_real_triton(capsys,
     runtime = [arg.format(store=repo, grpc=grpc_port, http=http_port) for arg in KSERVE_TRITON_ARGS]
     command = [str(tritonserver_wrapper(tmp_path)), *runtime, "--allow-metrics=false",
                *doc["spec"]["predictor"]["model"]["args"]]
-    with httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") as client, \
-            started(command, client.is_server_ready, "tritonserver", timeout_s=120, stop_s=60):
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+    # The client closes first: an open connection holds Triton's stop for its whole exit timeout.
+    with started(command, client.is_server_ready, "tritonserver", timeout_s=120, stop_s=60), client:
         assert client.is_model_ready("first") and not client.is_model_ready("second")
