@@ -40,14 +40,7 @@ class InferenceResponseSender:
         self._sent = 0  # responses and final flags sent
 
     def send(self, response: pb_utils.InferenceResponse | None = None, flags: int = 0) -> None:
-        if flags not in (0, FINAL):
-            raise pb_utils.TritonModelException("Unable to send response. Unsupported flag provided.")
-        if response is None and flags == 0:
-            raise pb_utils.TritonModelException("Inference Response object must be provided when the response flags "
-                                                "is set to zero.")
-        if response is not None and not isinstance(response, pb_utils.InferenceResponse):
-            raise pb_utils.TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a "
-                                                f"{type(response).__name__}")
+        pb_utils.check_send_arguments(response, flags)
         final = flags == FINAL
         with self._lock:
             if not self._decoupled:  # one response, then the final flag (with it or alone); Triton's texts

@@ -241,6 +241,17 @@ class InferenceResponse:
         return self._error
 
 
+def check_send_arguments(response, flags: int) -> None:
+    """What a response sender's send() refuses before anything is sent, in Triton's texts."""
+    if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+        raise TritonModelException("Unable to send response. Unsupported flag provided.")
+    if response is None and flags == 0:
+        raise TritonModelException("Inference Response object must be provided when the response flags is set "
+                                   "to zero.")
+    if response is not None and not isinstance(response, InferenceResponse):
+        raise TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a {type(response).__name__}")
+
+
 def _parameters(parameters: dict | str | None) -> dict:
     """A BLS request's parameters: a dict (or its JSON text) of str, int and bool values."""
     if parameters is None:

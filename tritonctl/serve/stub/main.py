@@ -111,14 +111,7 @@ class _Sender:
         self._source = source
 
     def send(self, response=None, flags: int = 0) -> None:
-        if flags not in (0, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL):
-            raise pb_utils.TritonModelException("Unable to send response. Unsupported flag provided.")
-        if response is None and flags == 0:
-            raise pb_utils.TritonModelException("Inference Response object must be provided when the response flags "
-                                                "is set to zero.")
-        if response is not None and not isinstance(response, pb_utils.InferenceResponse):
-            raise pb_utils.TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a "
-                                                f"{type(response).__name__}")
+        pb_utils.check_send_arguments(response, flags)
         item, path = None, None
         if response is not None:
             item, tensors = encode_response(response)
