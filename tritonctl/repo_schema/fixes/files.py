@@ -128,10 +128,13 @@ def fix_filename_without_backend(ctx: FixContext) -> Fix | None:
                f"added backend: \"{backend}\" for {config.default_model_filename}")
 
 
-def _io_entry(ctx: FixContext, *tail) -> tuple[str, int, object] | None:
+def _onnx_entry(ctx: FixContext, *tail) -> tuple[str, int, object, ModelIO] | None:
+    """(side, index, entry, the model file's tensors) for the input/output field the diagnostic
+    points at, when the model file can be read."""
     for path in ctx.paths_at():
         if len(path) == 2 + len(tail) and path[0] in ("input", "output") and path[2:] == tail:
-            return path[0], path[1], getattr(ctx.config, path[0])[path[1]]
+            io = onnx_io(ctx)
+            return None if io is None else (path[0], path[1], getattr(ctx.config, path[0])[path[1]], io)
     return None
 
 
@@ -157,11 +160,10 @@ def _doubled_batch(ctx: FixContext, side: str, index: int, entry, io: ModelIO) -
     reshape is left to you.
     """)
 def fix_onnx_dims(ctx: FixContext) -> Fix | None:
-    found = _io_entry(ctx, "dims")
-    io = onnx_io(ctx) if found else None
-    if io is None:
+    found = _onnx_entry(ctx, "dims")
+    if found is None:
         return None
-    side, index, entry = found
+    side, index, entry, io = found
     doubled = _doubled_batch(ctx, side, index, entry, io)
     if doubled is not None:
         return doubled
@@ -185,11 +187,10 @@ def fix_onnx_dims(ctx: FixContext) -> Fix | None:
 
 @fixer("ORT03", "Sets data_type to the element type the ONNX model file declares for the tensor.")
 def fix_onnx_data_type(ctx: FixContext) -> Fix | None:
-    found = _io_entry(ctx, "data_type")
-    io = onnx_io(ctx) if found else None
-    if io is None:
+    found = _onnx_entry(ctx, "data_type")
+    if found is None:
         return None
-    side, index, entry = found
+    side, index, entry, io = found
     tensor = (io.input if side == "input" else io.output)(entry.name)
     if tensor is None or not tensor.data_type or data_type_name(entry.data_type) == tensor.data_type:
         return None
@@ -204,11 +205,10 @@ def fix_onnx_data_type(ctx: FixContext) -> Fix | None:
     and the data types agree), or the only close spelling among the unused ones.
     """)
 def fix_onnx_name(ctx: FixContext) -> Fix | None:
-    found = _io_entry(ctx, "name")
-    io = onnx_io(ctx) if found else None
-    if io is None:
+    found = _onnx_entry(ctx, "name")
+    if found is None:
         return None
-    side, index, entry = found
+    side, index, entry, io = found
     config = ctx.config
     tensors = io.inputs if side == "input" else io.outputs
     known = {t.name for t in tensors} | (set(io.overridable) if side == "input" else set())
