@@ -5,6 +5,7 @@ file descriptor, watched by the server's event loop."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from types import ModuleType
 from typing import Callable
@@ -15,6 +16,15 @@ log = logging.getLogger("tritonctl.serve")
 # Reinstalling from source runs setup.py, which builds each C++ transport whose library it finds.
 REINSTALL = ("reinstall tritonctl from source (pip install -e . in a checkout, else pip install --force-reinstall "
              "--no-deps --no-binary tritonctl tritonctl)")
+
+
+def import_native(name: str) -> tuple[ModuleType | None, str, bool]:
+    """A C++ transport's extension module: (the module or None, why it cannot be used, whether it
+    was never built). It is not built where setup.py did not find its library."""
+    try:
+        return importlib.import_module(name), "", False
+    except ImportError as exc:
+        return None, str(exc), isinstance(exc, ModuleNotFoundError)  # else built, but it does not load
 
 
 def use_native(protocol: str, transport: str, fallback: str, native: ModuleType, library: str,

@@ -18,17 +18,10 @@ from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.restrictions import Restrictions
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.grpc.handlers import HEALTH, INFER, MAX_MESSAGE, OK, STREAM, GrpcHandlers, status_of
-from tritonctl.serve.native_front_end import NativeFrontEnd, make_transport
+from tritonctl.serve.native_front_end import NativeFrontEnd, import_native, make_transport
 
-try:
-    from tritonctl.serve.grpc import _native
-except ImportError as exc:  # not built: no gRPC C++ library where the package was installed
-    _native = None
-    UNAVAILABLE_REASON = str(exc)
-    NOT_BUILT = isinstance(exc, ModuleNotFoundError)  # else built, but it does not load
-else:
-    UNAVAILABLE_REASON = ""
-    NOT_BUILT = False
+# Not built where the package was installed without the gRPC C++ library.
+_native, UNAVAILABLE_REASON, NOT_BUILT = import_native("tritonctl.serve.grpc._native")
 
 
 # A stream opened (where the transport keeps metadata): its metadata is checked before any message.

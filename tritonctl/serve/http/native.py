@@ -15,17 +15,10 @@ import asyncio
 from http import HTTPStatus
 
 from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8
-from tritonctl.serve.native_front_end import NativeFrontEnd, make_transport
+from tritonctl.serve.native_front_end import NativeFrontEnd, import_native, make_transport
 
-try:
-    from tritonctl.serve.http import _native
-except ImportError as exc:  # not built: no libevent where the package was installed
-    _native = None
-    UNAVAILABLE_REASON = str(exc)
-    NOT_BUILT = isinstance(exc, ModuleNotFoundError)  # else built, but it does not load
-else:
-    UNAVAILABLE_REASON = ""
-    NOT_BUILT = False
+# Not built where the package was installed without libevent.
+_native, UNAVAILABLE_REASON, NOT_BUILT = import_native("tritonctl.serve.http._native")
 
 REASONS = {status.value: status.phrase for status in HTTPStatus}
 
