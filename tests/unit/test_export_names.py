@@ -66,3 +66,11 @@ def test_service_name_examples(model, name):
 def test_invalid_given_names_are_refused(name):
     with pytest.raises(ExportInputError):
         check_service_name(name)
+
+
+@pytest.mark.parametrize("runtime", ["", "Triton", "tritonserver", "kserve-tritonserver"])
+def test_an_unknown_runtime_is_refused_naming_the_known_ones(runtime):
+    from tritonctl.export.kserve import ExportOptions
+
+    with pytest.raises(ExportInputError, match=f"unknown runtime '{runtime}': expected one of triton, tritonctl"):
+        ExportOptions("s3://bucket/repo", runtime=runtime)

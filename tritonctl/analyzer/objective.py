@@ -191,14 +191,6 @@ def summarize(points: list[Point], objective: Objective, constraints: Constraint
     return results
 
 
-def improves(a: tuple[int, float], b: tuple[int, float], tolerance: float = NOISE) -> bool:
-    """Whether score ``a`` beats ``b`` by more than noise; between configs that both miss the
-    constraints, any step closer to meeting them counts (it leads toward the feasible region)."""
-    if a[0] != b[0]:
-        return a[0] > b[0]
-    return a[1] > b[1] * (1.0 + (tolerance if a[0] == 2 else 0.0))
-
-
 def choose_best(results: list[ConfigResult], objective: Objective, tolerance: float = NOISE) -> ConfigResult | None:
     """The config with the best objective among those meeting every constraint; near-ties go to the
     lower p99, then to fewer resources. None when no config meets the constraints."""

@@ -10,11 +10,10 @@ from pathlib import Path
 import typer
 
 from tritonctl.cli.errors import CliError
+from tritonctl.export.names import RUNTIMES
 
 
-class Runtime(str, enum.Enum):  # tritonctl.export.kserve.RUNTIMES
-    triton = "triton"
-    tritonctl = "tritonctl"
+Runtime = enum.Enum("Runtime", [(name, name) for name in RUNTIMES], type=str)
 
 
 KSERVE_HELP = """Write KServe InferenceService manifests (YAML) that serve REPO over

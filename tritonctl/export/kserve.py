@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonctl import __version__
-from tritonctl.export.names import ExportInputError, service_name
+from tritonctl.export.names import RUNTIMES, ExportInputError, service_name
 from tritonctl.export.resources import PodResources, pod_resources
 from tritonctl.repo_schema.context import ModelContext, RepositoryContext
 
 API_VERSION = "serving.kserve.io/v1beta1"
 KIND = "InferenceService"
-RUNTIMES = ("triton", "tritonctl")
 TRITON_RUNTIME = "kserve-tritonserver"  # KServe's ClusterServingRuntime for model format "triton"
 DEFAULT_IMAGE = f"tritonctl:{__version__}"  # built and pushed by the user: see docs/export.md
 MODEL_MOUNT = "/mnt/models"  # where KServe's storage initializer puts what STORAGE_URI names
@@ -41,6 +40,10 @@ class ExportOptions:
     name: str | None = None  # the whole-repository service's name (default: from the directory)
     runtime_version: str | None = None  # the Triton runtime's image tag (default: the runtime's own)
     namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ExportInputError(f"unknown runtime '{self.runtime}': expected one of {', '.join(RUNTIMES)}")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+# What serves the models: KServe's Triton runtime, or the bundled server in a container.
+RUNTIMES = ("triton", "tritonctl")
 # The schemes KServe's storage initializer downloads from (gs, s3, hdfs/webhdfs, http(s), which
 # covers Azure blob URLs), a PersistentVolumeClaim mounted in place (pvc), and a model car image (oci).
 STORAGE_SCHEMES = ("gs", "s3", "pvc", "hdfs", "webhdfs", "https", "http", "oci")

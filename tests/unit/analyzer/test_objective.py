@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tritonctl.analyzer.objective import (ConfigResult, Constraints, Objective, best_point, choose_best, improves,
+from tritonctl.analyzer.objective import (ConfigResult, Constraints, Objective, best_point, choose_best,
                                           summarize)
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import AnalyzeError, Knobs
@@ -91,11 +91,6 @@ def test_near_ties_go_to_lower_latency_then_fewer_resources():
     assert choose_best(results(lower_latency), Objective()).config_id == big.config_id
     clear_win = [point(big, 8, 1100, 5.0), point(small, 8, 985, 5.0)]
     assert choose_best(results(clear_win), Objective()).config_id == big.config_id
-
-
-def test_scores_order_the_search():
-    assert improves((2, 104.0), (2, 100.0)) and not improves((2, 102.0), (2, 100.0))
-    assert improves((2, 1.0), (1, 0.99)) and improves((1, 0.51), (1, 0.5)) and not improves((0, 0.0), (1, 0.1))
 
 
 @pytest.mark.parametrize("text", ["fast", "weighted:2", "weighted:x", "latency:0.5"])

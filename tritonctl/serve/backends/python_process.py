@@ -236,7 +236,7 @@ def _response(item: dict, tensors: list | None):
     return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()])
 
 
-def _received(message: dict, prefix_unused: str = ""):
+def _received(message: dict):
     item = message["response"]
     tensors = wire.unpack(item["outputs"], message.get("shm")) if item and "outputs" in item else None
     return _response(item, tensors)

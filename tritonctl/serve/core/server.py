@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
 
 from tritonctl.repo_schema.pb_config import config_to_json
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
@@ -35,7 +34,6 @@ class InferenceServer:
         self.stopping = False
         self.in_flight = InFlight()  # requests taken and not yet answered
         self.streams: set = set()  # open gRPC streams (grpc.stream.StreamSession), which ``end`` on a stop
-        self._completions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.log_settings = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                              "log_verbose_level": 0, "log_format": "default"}
 
@@ -127,18 +125,6 @@ class InferenceServer:
         """Release shared-memory regions and write the buffered traces (server stop)."""
         self.shm.close()
         self.traces.close()
-
-    def infer_future(self, request: InferRequest, endpoint: str) -> "asyncio.Future[InferResponse]":
-        """Submit from an event loop; the future resolves on that loop when the request finishes.
-        ``endpoint``: the endpoint's name in Triton's refusal of a decoupled model."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        completions = self._completions.get(loop)
-        if completions is None:
-            completions = self._completions[loop] = LoopCompletions(loop)
-        request.complete = lambda response, error: completions.push(future, response, error)
-        self.submit(request, endpoint)
-        return future
 
     def infer_stream(self, request: InferRequest, push: Stream) -> bool:
         """Submit from an event loop for a client that takes several responses per request (gRPC
