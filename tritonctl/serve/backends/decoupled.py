@@ -27,13 +27,12 @@ class InferenceResponseSender:
     version's ``Responder.deliver``."""
 
     def __init__(self, request: InferRequest, decoupled: bool, convert: Callable, deliver: Callable,
-                 started_ns: int, model: str):
+                 started_ns: int):
         self._request = request
         self._decoupled = decoupled
         self._convert = convert
         self._deliver = deliver
         self._started_ns = started_ns
-        self._model = model
         self._lock = threading.Lock()  # responses of one request leave in the order they were sent
         self._closed = False
         self._failed = False
@@ -75,10 +74,6 @@ class InferenceResponseSender:
             self._closed = self._failed = True
             self._deliver(self._request, error, True, True, self._started_ns)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def is_cancelled(self) -> bool:
         return self._request.cancelled
 
@@ -86,21 +81,20 @@ class InferenceResponseSender:
 class BatchSenders:
     """The response senders of one batch's requests, each made when the model first asks for it."""
 
-    __slots__ = ("decoupled", "convert", "deliver", "started_ns", "model", "made")
+    __slots__ = ("decoupled", "convert", "deliver", "started_ns", "made")
 
-    def __init__(self, decoupled: bool, convert: Callable, deliver: Callable, started_ns: int, model: str):
+    def __init__(self, decoupled: bool, convert: Callable, deliver: Callable, started_ns: int):
         self.decoupled = decoupled
         self.convert = convert
         self.deliver = deliver
         self.started_ns = started_ns
-        self.model = model
         self.made: dict[int, InferenceResponseSender] = {}
 
     def sender(self, index: int, request: InferRequest) -> InferenceResponseSender:
         sender = self.made.get(index)
         if sender is None:
             sender = self.made[index] = InferenceResponseSender(request, self.decoupled, self.convert, self.deliver,
-                                                                self.started_ns, self.model)
+                                                                self.started_ns)
         return sender
 
 

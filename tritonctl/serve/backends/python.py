@@ -145,7 +145,7 @@ class PythonBackend(RequestBackend):
         }
 
     def execute_requests(self, requests: list, deliver) -> list | None:
-        senders = BatchSenders(self.decoupled, self._result, deliver, time.monotonic_ns(), self.config.name)
+        senders = BatchSenders(self.decoupled, self._result, deliver, time.monotonic_ns())
         pb_requests = [self._pb_request(r, senders, i) for i, r in enumerate(requests)]
         if self.decoupled:
             bls_deadlock.mark_started(requests)
