@@ -104,11 +104,6 @@ class EnsembleScheduler:
     def accepting(self) -> bool:
         return self._accepting
 
-    @property
-    def idle(self) -> bool:
-        with self._cond:
-            return self._in_flight == 0
-
     def enqueue(self, request: InferRequest) -> None:
         with self._cond:
             if not self._accepting:

@@ -108,10 +108,6 @@ class Scheduler(Protocol):
     def accepting(self) -> bool:
         """False once ``stop`` began: ``enqueue`` refuses."""
 
-    @property
-    def idle(self) -> bool:
-        """Nothing queued, nothing running."""
-
     def enqueue(self, request: InferRequest) -> None:
         """Queue ``request``; raises ServeError when it is refused at once."""
 
@@ -404,11 +400,6 @@ class DynamicBatchScheduler:
     @property
     def accepting(self) -> bool:
         return self._accepting
-
-    @property
-    def idle(self) -> bool:
-        with self._cond:
-            return self._queued == 0 and self._busy == 0
 
     def stop(self, timeout_s: float | None = None) -> bool:
         """Stop accepting, run what is queued, then end the workers. True when all finished."""

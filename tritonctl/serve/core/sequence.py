@@ -315,11 +315,6 @@ class SequenceScheduler:
     def accepting(self) -> bool:
         return self._accepting
 
-    @property
-    def idle(self) -> bool:
-        with self.lock:
-            return not self._backlogs and all(b.idle_locked() for b in self.batchers)
-
     def stop(self, timeout_s: float | None = None) -> bool:
         """Stop accepting, run what the slots hold, then end the batchers. True when nothing is
         left; sequences still waiting in the backlog are left to ``fail_queued``."""
