@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from tritonctl.repo_schema.datatypes import BY_CONFIG, BY_NUMBER, BY_ONNX, BY_ORT, BY_WIRE, DATATYPES
+from tritonctl.repo_schema.datatypes import BY_CONFIG, BY_NUMBER, BY_ONNX, BY_ORT, DATATYPES
 from tritonctl.repo_schema.schema import model_config_pb2
 
 
@@ -15,7 +15,7 @@ def test_every_config_datatype_has_one_row():
     enum = model_config_pb2().DataType
     names = {name for name in enum.keys() if name != "TYPE_INVALID"}
     assert {t.config for t in DATATYPES} == names
-    for table in (BY_CONFIG, BY_NUMBER, BY_WIRE, BY_ONNX, BY_ORT):
+    for table in (BY_CONFIG, BY_NUMBER, BY_ONNX, BY_ORT):
         assert len(table) == len(DATATYPES)
     for t in DATATYPES:
         assert enum.Value(t.config) == t.number

@@ -49,6 +49,5 @@ DATATYPES: tuple[DataType, ...] = (
 
 BY_CONFIG: dict[str, DataType] = {t.config: t for t in DATATYPES}
 BY_NUMBER: dict[int, DataType] = {t.number: t for t in DATATYPES}
-BY_WIRE: dict[str, DataType] = {t.wire: t for t in DATATYPES}
 BY_ONNX: dict[int, DataType] = {t.onnx: t for t in DATATYPES}
 BY_ORT: dict[str, DataType] = {t.ort: t for t in DATATYPES}

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.optional import ONNXRUNTIME_GPU
-from tritonctl.repo_schema.datatypes import DATATYPES
+from tritonctl.repo_schema.datatypes import BY_ORT
 from tritonctl.serve.backends.params import parse_bool, parse_int
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
 # ONNX tensor type names as onnxruntime reports them -> Triton config data types.
-ORT_TO_TRITON = {t.ort: t.config for t in DATATYPES}
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}  # OPT-06
 
 
@@ -115,7 +114,7 @@ class OnnxRuntimeBackend(Backend):
                         f"unable to load model '{config.name}', configuration expects {kind} '{tensor.name}' "
                         f"but the model provides {sorted(by_name)}")
                 expected = data_type_name(tensor.data_type)
-                provided = ORT_TO_TRITON.get(found.type, found.type)
+                provided = _config_type(found.type)
                 if provided != expected:
                     raise BackendLoadError(
                         f"unable to load model '{config.name}', configuration expects datatype {expected} for "
@@ -143,7 +142,7 @@ class OnnxRuntimeBackend(Backend):
             if dims != [1]:
                 raise BackendLoadError(f"unable to load model '{config.name}', sequence control '{control.name}' in "
                                        f"model has dims [{','.join(map(str, dims))}] but dims [1] is expected")
-            provided = ORT_TO_TRITON.get(found.type, found.type)
+            provided = _config_type(found.type)
             if provided != control.config_type:
                 raise BackendLoadError(f"unable to load model '{config.name}', sequence control '{control.name}', "
                                        f"the model expects data-type {provided} but the model configuration "
@@ -154,7 +153,7 @@ class OnnxRuntimeBackend(Backend):
                 if found is None:
                     raise BackendLoadError(f"unable to load model '{config.name}', configuration specified state "
                                            f"{kind} '{name}', but the model provides {kind}s {sorted(tensors)}")
-                provided = ORT_TO_TRITON.get(found.type, found.type)
+                provided = _config_type(found.type)
                 if provided != data_type_name(state.data_type):
                     raise BackendLoadError(f"unable to load model '{config.name}', state {kind} '{name}': the model "
                                            f"expects data-type {provided} but the model configuration specifies "
@@ -198,3 +197,9 @@ def _to_bytes(array: np.ndarray) -> np.ndarray:
     for i, item in enumerate(flat_in):
         flat_out[i] = item.encode("utf-8") if isinstance(item, str) else bytes(item)
     return out
+
+
+def _config_type(ort_type: str) -> str:
+    """The config's name of an onnxruntime type ("tensor(float)" -> "TYPE_FP32"), or the type itself."""
+    datatype = BY_ORT.get(ort_type)
+    return datatype.config if datatype else ort_type
