@@ -247,6 +247,14 @@ def make_env(where: Path) -> Path:
     return where
 
 
+CONDA_UNPACK = """#!/usr/bin/env python
+import os
+prefix = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(prefix, "unpacked-at"), "w") as out:
+    out.write(prefix)
+"""
+
+
 @pytest.mark.parametrize("packed", [False, True], ids=["directory", "tar_gz"])
 def test_a_model_runs_with_the_python_of_its_execution_env_path(tmp_path, monkeypatch, packed):
     repo = tmp_path / "repo"
@@ -258,7 +266,9 @@ def test_a_model_runs_with_the_python_of_its_execution_env_path(tmp_path, monkey
         parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{value}" }} }}
     ''', ENV_MODEL)
     env = make_env(tmp_path / "env" if packed else model_dir / "env")
-    if packed:
+    if packed:  # conda-pack's conda-unpack rewrites prefixes to where it lies when it runs
+        (env / "bin" / "conda-unpack").write_text(CONDA_UNPACK)
+        (env / "bin" / "conda-unpack").chmod(0o755)
         with tarfile.open(model_dir / "env.tar.gz", "w:gz") as tar:
             tar.add(env, arcname=".")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -270,8 +280,9 @@ def test_a_model_runs_with_the_python_of_its_execution_env_path(tmp_path, monkey
     assert report["argv"] == [""]
     assert not report["protobuf"] and not report["grpc"]  # the stub needs the standard library and numpy only
     if packed:
-        unpacked = list((tmp_path / "cache" / "tritonctl" / "python_envs").iterdir())
+        unpacked = [p for p in (tmp_path / "cache" / "tritonctl" / "python_envs").iterdir() if p.is_dir()]
         assert len(unpacked) == 1 and report["prefix"] == str(unpacked[0])
+        assert (unpacked[0] / "unpacked-at").read_text() == str(unpacked[0])  # it ran where the stub runs
     else:
         assert report["prefix"] == str(env)
 

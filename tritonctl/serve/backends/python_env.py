@@ -3,19 +3,20 @@
 (``$$TRITON_MODEL_DIRECTORY/...``) either a directory holding ``bin/python3`` (a venv or an
 unpacked conda environment), used as it is, or a packed one (any file: a tar archive, compressed
 or not, as conda-pack writes), unpacked once into the cache directory (``$XDG_CACHE_HOME/tritonctl/python_envs``,
-keyed by the archive's path, size and modification time) and reused by every instance and load.
+keyed by the archive's path, size and modification time; conda-pack's ``conda-unpack`` run there)
+and reused by every instance and load.
 The stub then runs with that environment's ``bin`` first on ``PATH`` and its ``lib`` first on
 ``LD_LIBRARY_PATH``, as Triton's stub launcher does."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tritonctl.repo_schema.rules.parameters import MODEL_DIR_VARIABLE
 from tritonctl.serve.core.backend_api import BackendLoadError
 
 ENV_PATH = "EXECUTION_ENV_PATH"
+UNPACKED_MARKER = ".tritonctl-unpacked"
 _unpack_lock = threading.Lock()
 
 
@@ -57,30 +59,35 @@ def python_for(config, model_dir: Path) -> tuple[str, dict]:
 
 
 def unpacked(archive: Path, model: str) -> Path:
-    """The directory ``archive`` is unpacked in, unpacking it the first time."""
+    """The directory ``archive`` is unpacked in, unpacking it the first time. It is unpacked in
+    place, where it will be used: conda-pack's ``conda-unpack`` rewrites the environment's prefixes
+    to where it lies. A file lock keeps servers that load the same archive at once from unpacking
+    it over each other; a marker file says the unpacking finished."""
     stat = archive.stat()
     key = hashlib.sha256(f"{archive.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:20]
     target = cache_root() / key
-    with _unpack_lock:
-        if target.is_dir():
+    finished = target / UNPACKED_MARKER
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _unpack_lock, open(target.parent / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if finished.is_file():
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=target.parent))
+        shutil.rmtree(target, ignore_errors=True)  # what an unpacking cut short left
         try:
+            target.mkdir()
             with tarfile.open(archive) as tar:
                 if hasattr(tarfile, "tar_filter"):
-                    tar.extractall(staging, filter="tar")  # no member lands outside the directory
+                    tar.extractall(target, filter="tar")  # no member lands outside the directory
                 else:
-                    tar.extractall(staging)
-            unpack_script = staging / "bin" / "conda-unpack"
-            if unpack_script.is_file():  # conda-pack: rewrite the prefixes for where it now lies
-                subprocess.run([str(unpack_script)], check=True, capture_output=True)
-            try:
-                staging.rename(target)
-            except OSError:  # another server unpacked it meanwhile
-                shutil.rmtree(staging, ignore_errors=True)
+                    tar.extractall(target)
+            unpack_script = target / "bin" / "conda-unpack"
+            if unpack_script.is_file():  # conda-pack: run as its docs say, with the environment's Python
+                python = next((target / "bin" / n for n in ("python3", "python") if (target / "bin" / n).exists()),
+                              Path(sys.executable))
+                subprocess.run([str(python), str(unpack_script)], check=True, capture_output=True)
+            finished.touch()
         except (OSError, tarfile.TarError, subprocess.CalledProcessError) as exc:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(target, ignore_errors=True)
             raise BackendLoadError(f"unable to unpack the environment '{archive}' of model '{model}' "
                                    f"({ENV_PATH}) into '{target}': {exc}") from None
     return target
