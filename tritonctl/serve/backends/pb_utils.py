@@ -77,6 +77,22 @@ class Logger:
         cls._log.debug("%s", message, stacklevel=2)
 
 
+_DLPACK_CPU = 1  # DLPack's kDLCPU
+
+
+class _Capsule:
+    """A bare DLPack capsule as numpy's ``from_dlpack`` takes it: an object with ``__dlpack__``."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None, **_options):
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DLPACK_CPU, 0)  # a capsule of another device is refused by numpy when it reads it
+
+
 class Tensor:
     """A named tensor holding a numpy array (CPU memory)."""
 
@@ -100,6 +116,42 @@ class Tensor:
 
     def is_cpu(self) -> bool:
         return True
+
+    # ---- DLPack (CPU memory): Triton's interoperability with torch, cupy, jax ... ----------------
+    def to_dlpack(self):
+        """A DLPack capsule sharing this tensor's memory, for ``torch.utils.dlpack.from_dlpack``."""
+        return self.__dlpack__()
+
+    def __dlpack__(self, stream=None, **_options):
+        if self._data.dtype == object:
+            raise TritonModelException(f"tensor '{self._name}' is TYPE_STRING, which DLPack cannot carry")
+        if not self._data.flags.writeable:  # DLPack cannot say read-only: share a copy from now on
+            self._data = self._data.copy()
+        try:
+            return self._data.__dlpack__()
+        except (BufferError, TypeError) as exc:
+            raise TritonModelException(f"tensor '{self._name}' cannot be shared through DLPack: {exc}") from None
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DLPACK_CPU, 0)
+
+    @staticmethod
+    def from_dlpack(name: str, dlpack) -> "Tensor":
+        """A tensor sharing the memory of ``dlpack``: a DLPack capsule, or an object with
+        ``__dlpack__`` (a torch tensor, say). CPU memory in C order only, as in Triton."""
+        if not isinstance(name, str):
+            raise TritonModelException(f"a tensor's name must be a str, got {type(name).__name__}")
+        source = dlpack if hasattr(dlpack, "__dlpack__") else _Capsule(dlpack)
+        try:
+            array = np.from_dlpack(source)
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            where = " (tensors in GPU memory are not served here: move it to the CPU first)" \
+                if "device" in str(exc).lower() else ""
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}{where}") from None
+        if not array.flags.c_contiguous:
+            raise TritonModelException("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are "
+                                       "stored in C-Order are supported.")
+        return Tensor(name, array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, shape={self.shape()}, dtype={self._data.dtype})"

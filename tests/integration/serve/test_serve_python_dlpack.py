@@ -1,0 +1,88 @@
+"""Python models that hand tensors to torch and back through DLPack, as models written for
+Triton's Python backend do (``torch.utils.dlpack.from_dlpack(tensor.to_dlpack())``,
+``pb_utils.Tensor.from_dlpack``), in stub processes and in the server's process, called with the
+real tritonclient."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+pytest.importorskip("torch")
+
+MODEL = '''
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+from torch.utils.dlpack import from_dlpack, to_dlpack
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            tensor = pb_utils.get_input_tensor_by_name(request, "IN")
+            if tensor.as_numpy().sum() < 0:  # refusals the model turns into an error response
+                try:
+                    pb_utils.Tensor.from_dlpack("OUT", from_dlpack(tensor.to_dlpack()).t())
+                except pb_utils.TritonModelException as exc:
+                    responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+                continue
+            doubled = from_dlpack(tensor.to_dlpack()) * 2       # a capsule, to torch and back
+            plus_one = torch.from_dlpack(tensor) + 1            # the tensor's own __dlpack__
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor.from_dlpack("DOUBLED", to_dlpack(doubled)),
+                pb_utils.Tensor.from_dlpack("PLUS_ONE", plus_one),
+            ]))
+        return responses
+'''
+
+CONFIG = '''
+backend: "python"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "DOUBLED" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "PLUS_ONE" data_type: TYPE_FP32 dims: [ 3 ] } ]
+'''
+
+
+@pytest.fixture(scope="module", params=["process", "thread"])
+def served(request, tmp_path_factory, transports):
+    repo: Path = tmp_path_factory.mktemp("dlpack") / "repo"
+    (repo / "torchy" / "1").mkdir(parents=True)
+    (repo / "torchy" / "1" / "model.py").write_text(MODEL)
+    (repo / "torchy" / "config.pbtxt").write_text(textwrap.dedent(CONFIG))
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
+                           **transports)
+    with BackgroundServer(options) as server:
+        yield server
+
+
+def _call(served, module, data: np.ndarray):
+    client = module.InferenceServerClient(served.http_url if module is httpclient else served.grpc_url)
+    tensor = module.InferInput("IN", list(data.shape), "FP32")
+    tensor.set_data_from_numpy(data)
+    return client.infer("torchy", [tensor])
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_tensors_go_to_torch_and_back_through_dlpack(served, module):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    result = _call(served, module, data)
+    assert np.array_equal(result.as_numpy("DOUBLED"), data * 2)
+    assert np.array_equal(result.as_numpy("PLUS_ONE"), data + 1)
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_a_tensor_not_in_c_order_is_refused_with_tritons_text(served, module):
+    with pytest.raises(InferenceServerException) as raised:
+        _call(served, module, -np.ones((3, 3), np.float32))
+    assert "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are " \
+           "supported." in raised.value.message()
