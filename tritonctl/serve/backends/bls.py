@@ -53,7 +53,9 @@ CALLER: ContextVar[Caller | None] = ContextVar("tritonctl_bls_caller", default=N
 INSTANCE_GLOBAL = "__tritonctl_model_instance__"
 
 
-def current_caller() -> Caller:
+def current_caller(attempt: str = "a BLS request (exec / async_exec)") -> Caller:
+    """The model instance whose code runs ``attempt``: the one executing, else the one whose module
+    the calling code belongs to (a thread the model started)."""
     caller = CALLER.get()
     if caller is not None:
         return caller
@@ -64,19 +66,44 @@ def current_caller() -> Caller:
         if backend is not None:
             return Caller(backend, holds_instance=False)
         frame = frame.f_back
-    raise pb_utils.TritonModelException("a BLS request (exec / async_exec) runs only in the code of a model that "
-                                        "tritonctl serve serves: in execute(), or in a thread execute() starts")
+    raise pb_utils.TritonModelException(f"{attempt} runs only in the code of a model that tritonctl serve serves: "
+                                        "in its methods, or in a thread they start")
 
 
-def _server_of(backend):
+def _server_of(backend, attempt: str = "BLS requests"):
     """The server that serves ``backend`` (python.PythonBackend), as its load handed it over."""
     server = backend.host.server
     if not backend.bls_ready:
         if server is None or not _serves(server, backend):
-            raise pb_utils.TritonModelException(f"model instance '{backend.instance.name}' is not serving (yet): BLS "
-                                                "requests work in execute(), not in initialize() or finalize()")
+            raise pb_utils.TritonModelException(f"model instance '{backend.instance.name}' is not serving (yet): "
+                                                f"{attempt} work in execute(), not in initialize() or finalize()")
         backend.bls_ready = True
     return server
+
+
+class ModelControl:
+    """The model loading API of a model (pb_utils.load_model, unload_model, is_model_ready): the
+    repository API's load and unload of the server that serves it (explicit model control mode)."""
+
+    def __init__(self, backend):
+        self._manager = _server_of(backend, "load_model, unload_model and is_model_ready").manager
+
+    def load(self, name: str, parameters: dict) -> None:
+        _as_value_error(self._manager.load_from_api, name, parameters)
+
+    def unload(self, name: str, dependents: bool) -> None:
+        _as_value_error(self._manager.unload_from_api, name)
+
+    def ready(self, name: str, version: str) -> bool:
+        return _as_value_error(self._manager.is_ready, name, version)
+
+
+def _as_value_error(method, *args):
+    """pb_utils takes a refusal as ValueError, wherever the model runs."""
+    try:
+        return method(*args)
+    except ServeError as exc:
+        raise ValueError(exc.message) from None
 
 
 def _serves(server, backend) -> bool:

@@ -293,6 +293,121 @@ class InferenceResponse:
         return self._error
 
 
+# ---- custom metrics (MetricFamily) --------------------------------------------------------------
+COUNTER, GAUGE, HISTOGRAM = 0, 1, 2  # a MetricFamily's kind (the numbers of serve.core.custom_metrics)
+# Set by what runs the model (the server, or the stub process): () -> the model instance's metrics,
+# with family / metric / release_family / release_metric / update, raising ValueError when refused.
+metrics_of_model = None
+
+
+def _refused_as_exception(method, *args):
+    """``method(*args)``: what the server refuses (ValueError) reaches the model as TritonModelException."""
+    try:
+        return method(*args)
+    except ValueError as exc:
+        raise TritonModelException(str(exc)) from None
+
+
+def _number(value) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TritonModelException(f"a metric's value must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+class MetricFamily:
+    """A family of metrics the model defines; ``/metrics`` shows them under ``name``. Made again with
+    the same name and kind, it is the same family (the first description stays)."""
+
+    COUNTER, GAUGE, HISTOGRAM = COUNTER, GAUGE, HISTOGRAM
+
+    def __init__(self, name: str, description: str, kind: int):
+        if metrics_of_model is None:
+            raise TritonModelException("pb_utils.MetricFamily works in a model that tritonctl serve runs")
+        metrics = metrics_of_model()
+        _refused_as_exception(metrics.family, name, description, kind)
+        self._metrics, self._name, self._kind = metrics, name, kind
+
+    def Metric(self, labels: dict | None = None, buckets: list | None = None) -> "Metric":  # noqa: N802 - Triton's
+        return Metric(self, labels, buckets)
+
+    def __del__(self):
+        if hasattr(self, "_name"):
+            try:
+                self._metrics.release_family(self._name)
+            except Exception:  # the server or the interpreter is going away
+                pass
+
+
+class Metric:
+    """One metric of a family, by its labels: made again with the same labels, it is the same metric."""
+
+    def __init__(self, family: MetricFamily, labels: dict | None = None, buckets: list | None = None):
+        if labels is not None and (not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+            raise TritonModelException(f"a metric's labels must be a dict of str to str, got {labels!r}")
+        labels = dict(labels) if labels else None
+        buckets = None if buckets is None else list(buckets)
+        _refused_as_exception(family._metrics.metric, family._name, labels, buckets)
+        self._family, self._labels = family, labels
+
+    def increment(self, value: float) -> None:
+        self._update("increment", _number(value))
+
+    def set(self, value: float) -> None:
+        self._update("set", _number(value))
+
+    def observe(self, value: float) -> None:
+        self._update("observe", _number(value))
+
+    def value(self) -> float:
+        return self._update("value")
+
+    def _update(self, op: str, value: float | None = None):
+        family = self._family
+        return _refused_as_exception(family._metrics.update, family._name, self._labels, op, value)
+
+    def __del__(self):
+        if hasattr(self, "_family"):
+            try:
+                self._family._metrics.release_metric(self._family._name, self._labels)
+            except Exception:
+                pass
+
+
+# ---- the model loading API -----------------------------------------------------------------------
+# Set by what runs the model: () -> the server's model control (load, unload, ready), raising
+# ValueError with the server's refusal.
+model_control_of_model = None
+
+
+def _model_control():
+    if model_control_of_model is None:
+        raise TritonModelException("the model loading API works in a model that tritonctl serve runs")
+    return model_control_of_model()
+
+
+def load_model(model_name: str, config: str = "", files: dict | None = None) -> None:
+    """Load (or reload) ``model_name`` from the repository, with ``config`` (the model's config as
+    JSON) in place of its config.pbtxt; the server must run in explicit model control mode."""
+    if not isinstance(model_name, str) or not isinstance(config, str):
+        raise TritonModelException("load_model() takes the model's name and its config as str")
+    parameters: dict = {"config": config} if config else {}
+    parameters.update({str(key): "" for key in files or {}})  # the server refuses file overrides, naming them
+    _refused_as_exception(_model_control().load, model_name, parameters)
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    if not isinstance(model_name, str):
+        raise TritonModelException("unload_model() takes the model's name as str")
+    _refused_as_exception(_model_control().unload, model_name, bool(unload_dependents))
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    if not isinstance(model_name, str) or not isinstance(model_version, str):
+        raise TritonModelException("is_model_ready() takes the model's name and version as str")
+    return bool(_refused_as_exception(_model_control().ready, model_name, model_version))
+
+
 def check_send_arguments(response, flags: int) -> None:
     """What a response sender's send() refuses before anything is sent, in Triton's texts."""
     if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):

@@ -28,12 +28,29 @@ from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
 from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
 from tritonctl.serve.stub.errors import describe, execute_failure
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
+from tritonctl.serve.core.custom_metrics import MetricUser
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
 
 log = logging.getLogger("tritonctl.serve")
 
 PB_UTILS_NAME = "triton_python_backend_utils"
+
+
+def _model_metrics() -> MetricUser:
+    """The metrics of the model instance whose code makes a pb_utils.MetricFamily here."""
+    return bls.current_caller("a custom metric (pb_utils.MetricFamily)").backend.metrics_user
+
+
+def _model_control() -> bls.ModelControl:
+    """The model loading API for the model instance whose code calls it here."""
+    return bls.ModelControl(bls.current_caller("the model loading API (pb_utils.load_model)").backend)
+
+
+pb_utils.metrics_of_model = _model_metrics
+pb_utils.model_control_of_model = _model_control
+
+
 @contextlib.contextmanager
 def model_import_context(version_dir: Path):
     """pb_utils importable under Triton's name and ``version_dir`` on sys.path, only meanwhile.
@@ -94,6 +111,7 @@ class PythonBackend(RequestBackend):
         self._event_loop: ModelEventLoop | None = None  # started by the first ``async def execute``
         self._caller = bls.Caller(self, holds_instance=True)  # who runs BLS requests during execute()
         self.bls_ready = False  # set by the first BLS request, once this instance is found serving
+        self.metrics_user = MetricUser(self.host.metrics)  # the metric families the model makes
         own_module.install()  # `import model` and sys.argv as in Triton's stub
         self.model = self._create()
         self._initialize(model_dir)
@@ -127,6 +145,7 @@ class PythonBackend(RequestBackend):
             initialize(self._initialize_args(model_dir))
         except Exception as exc:
             sys.modules.pop(self.module_name, None)
+            self.metrics_user.close()
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
                                    f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
 
@@ -266,3 +285,4 @@ class PythonBackend(RequestBackend):
             self._event_loop.close()
         self.model = None
         sys.modules.pop(self.module_name, None)
+        self.metrics_user.close()

@@ -33,6 +33,7 @@ from tritonctl.serve.backends import bls, pb_utils
 from tritonctl.serve.backends.python import PythonBackend
 from tritonctl.serve.backends.python_env import python_for
 from tritonctl.serve.core.backend_api import BackendLoadError
+from tritonctl.serve.core.custom_metrics import MetricError
 from tritonctl.serve.core.errors import ServeError, internal
 from tritonctl.serve.stub import wire
 from tritonctl.serve.stub.main import BOOTSTRAP
@@ -318,11 +319,49 @@ class ProcessPythonBackend(PythonBackend):
             iterator = self._bls_iterators.get(message["call"])
             if iterator is not None:
                 iterator.cancel()
+        elif message["what"] == "metric":
+            self._reply(message, self._metric(message))
+        elif message["what"] == "model_control":  # a load takes its time: not on the reader thread
+            threading.Thread(target=self._model_control, args=(message,), daemon=True,
+                             name=f"{self.instance.name}-model-control").start()
         elif message["what"] == "bls":
             threading.Thread(target=self._bls, args=(message,), daemon=True,
                              name=f"{self.instance.name}-bls").start()
         else:
             self._reply(message, self._answer(message))
+
+    def _metric(self, message: dict) -> dict:
+        """A pb_utils.MetricFamily / Metric operation of the model, on the server's metrics."""
+        metrics, op, name = self.metrics_user, message["metric_op"], message["name"]
+        try:
+            if op == "family":
+                metrics.family(name, message["description"], message["kind"])
+            elif op == "metric":
+                metrics.metric(name, message["labels"], message["buckets"])
+            elif op == "release_family":
+                metrics.release_family(name)
+            elif op == "release_metric":
+                metrics.release_metric(name, message["labels"])
+            else:
+                return {"value": metrics.update(name, message["labels"], op, message.get("value"))}
+        except MetricError as exc:
+            return {"raise": str(exc)}
+        return {}
+
+    def _model_control(self, message: dict) -> None:
+        """pb_utils.load_model, unload_model or is_model_ready of the model, on its server."""
+        try:
+            control = bls.ModelControl(self)
+            op, name = message["control_op"], message["name"]
+            if op == "load":
+                answer = {"value": control.load(name, message["parameters"])}
+            elif op == "unload":
+                answer = {"value": control.unload(name, message["dependents"])}
+            else:
+                answer = {"value": control.ready(name, message["version"])}
+        except (ValueError, pb_utils.TritonModelException) as exc:
+            answer = {"raise": str(exc)}
+        self._reply(message, answer)
 
     def _reply(self, message: dict, answer: dict) -> None:
         try:
@@ -397,6 +436,7 @@ class ProcessPythonBackend(PythonBackend):
         if self._closing:
             return
         error = self.unhealthy(f"Stub process '{self.instance.name}' is not healthy.")
+        self.metrics_user.close()
         log.error("Stub process '%s' is not healthy (%s); model '%s' is not ready", self.instance.name,
                   self._stub.exit_reason(), self.config.name)
         with self._remote._lock:  # the batch executing now fails as its execute() call returns
@@ -424,3 +464,4 @@ class ProcessPythonBackend(PythonBackend):
     def _stop_stub(self, timeout_s: float) -> None:
         self._closing = True
         self._stub.stop(timeout_s)
+        self.metrics_user.close()  # what the stub's objects still held

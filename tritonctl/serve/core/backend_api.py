@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from tritonctl.serve.core.custom_metrics import CustomMetrics
 from tritonctl.serve.core.errors import ServeError, Status
 
 
@@ -30,13 +31,14 @@ class InstanceSpec:
 
 class ServerHandle:
     """The server that serves a manager's models, for a backend whose models send requests of
-    their own (Python BLS). ``server`` is the ``core.server.InferenceServer`` once one runs over
-    the manager, None before (and for a manager used on its own)."""
+    their own (Python BLS) or metrics of their own. ``server`` is the ``core.server.InferenceServer``
+    once one runs over the manager, None before (and for a manager used on its own)."""
 
-    __slots__ = ("server",)
+    __slots__ = ("server", "metrics")
 
     def __init__(self):
         self.server = None
+        self.metrics = CustomMetrics()  # the metrics models define (pb_utils.MetricFamily)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tritonctl.serve.core.custom_metrics import HISTOGRAM, KIND_NAMES, CustomMetrics
 from tritonctl.serve.core.manager import ModelManager
 
 # (metric, type, help, value from ModelStats)
@@ -75,7 +76,46 @@ def exposition(manager: ModelManager) -> bytes:
     name, help_text, value = STALE_COUNTER  # tritonctl's own, after Triton's
     lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
     lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
+    lines += custom_lines(manager.host.metrics)
     return ("\n".join(lines) + "\n").encode()
+
+
+def custom_lines(metrics: CustomMetrics) -> list[str]:
+    """The families models defined (pb_utils.MetricFamily), each metric with its own labels."""
+    lines: list[str] = []
+    for family, members in metrics.snapshot():
+        name = family.name
+        lines += [f"# HELP {name} {_escape_help(family.description)}", f"# TYPE {name} {KIND_NAMES[family.kind]}"]
+        for key, metric in members:
+            own = dict(key)
+            if family.kind != HISTOGRAM:
+                lines.append(f"{name}{label_set(**own) if own else ''} {_number(metric.value)}")
+                continue
+            lines.append(f"{name}_count{label_set(**own) if own else ''} {sum(metric.counts)}")
+            lines.append(f"{name}_sum{label_set(**own) if own else ''} {_number(metric.value)}")
+            total = 0
+            for bound, count in zip([*map(_number, metric.buckets), "+Inf"], metric.counts):
+                total += count
+                lines.append(f"{name}_bucket{_bucket_labels(own, bound)} {total}")
+    return lines
+
+
+def _bucket_labels(own: dict, bound: str) -> str:
+    """A bucket's labels: the metric's, then le last, as prometheus-cpp writes them."""
+    return label_set(**own)[:-1] + ("," if own else "") + f'le="{bound}"}}'
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """As Prometheus' client writes a value: 2023, 999.9, 1e+20, +Inf."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 class MetricsApp:

@@ -59,7 +59,63 @@ def load_pb_utils():
     spec.loader.exec_module(module)
     module.InferenceRequest.exec = _exec
     module.InferenceRequest.async_exec = _async_exec
+    module.metrics_of_model = lambda: SERVER_METRICS
+    module.model_control_of_model = lambda: SERVER_MODEL_CONTROL
     return module
+
+
+class ServerMetrics:
+    """pb_utils' custom metrics, kept by the server: each operation is a call to it (a refusal comes
+    back as ValueError); releases are sent without waiting, as they may run in any thread."""
+
+    def _ask(self, op: str, name: str, **fields):
+        reply = STUB.call({"what": "metric", "metric_op": op, "name": name, **fields})
+        if "raise" in reply:
+            raise ValueError(reply["raise"])
+        return reply.get("value")
+
+    def _tell(self, op: str, name: str, **fields) -> None:
+        STUB.call_later({"what": "metric", "metric_op": op, "name": name, **fields}, None, lambda reply: None)
+
+    def family(self, name, description, kind) -> None:
+        self._ask("family", name, description=description, kind=kind)
+
+    def metric(self, name, labels, buckets) -> None:
+        self._ask("metric", name, labels=labels, buckets=buckets)
+
+    def update(self, name, labels, op, value=None):
+        return self._ask(op, name, labels=labels, value=value)
+
+    def release_family(self, name) -> None:
+        self._tell("release_family", name)
+
+    def release_metric(self, name, labels) -> None:
+        self._tell("release_metric", name, labels=labels)
+
+
+SERVER_METRICS = ServerMetrics()
+
+
+class ServerModelControl:
+    """pb_utils' model loading API: calls to the server (a refusal comes back as ValueError)."""
+
+    def _ask(self, op: str, name: str, **fields):
+        reply = STUB.call({"what": "model_control", "control_op": op, "name": name, **fields})
+        if "raise" in reply:
+            raise ValueError(reply["raise"])
+        return reply.get("value")
+
+    def load(self, name, parameters) -> None:
+        self._ask("load", name, parameters=parameters)
+
+    def unload(self, name, dependents) -> None:
+        self._ask("unload", name, dependents=dependents)
+
+    def ready(self, name, version) -> bool:
+        return self._ask("ready", name, version=version)
+
+
+SERVER_MODEL_CONTROL = ServerModelControl()
 
 
 pb_utils = None  # the module, once main() has loaded it

@@ -1,0 +1,120 @@
+"""The model loading API of Python models (``pb_utils.load_model``, ``unload_model``,
+``is_model_ready``), as Triton's Python backend has it: a model that loads, reloads with another
+config and unloads another one, in explicit model control mode; the server's refusals reach it as
+TritonModelException. In stub processes and in the server's process."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+CONTROLLER = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            op, name, extra = json.loads(pb_utils.get_input_tensor_by_name(request, "ORDER").as_numpy()[0])
+            try:
+                if op == "load":
+                    result = pb_utils.load_model(name, config=extra)
+                elif op == "unload":
+                    result = pb_utils.unload_model(name)
+                else:
+                    result = pb_utils.is_model_ready(name, extra)
+                answer = {"result": result}
+            except pb_utils.TritonModelException as exc:
+                answer = {"refused": str(exc)}
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("ANSWER", np.array([json.dumps(answer)],
+                                                                                              dtype=object))]))
+        return responses
+'''
+STRING_IO = '''
+max_batch_size: 0
+input [ { name: "ORDER" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "ANSWER" data_type: TYPE_STRING dims: [ 1 ] } ]
+'''
+ADD_ONE = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN")
+                                                            .as_numpy() + 1)]) for r in requests]
+'''
+FP32_IO = '''
+max_batch_size: 4
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
+'''
+
+
+def write(repo: Path, name: str, code: str, config: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(code)
+    (repo / name / "config.pbtxt").write_text(f'backend: "python"\n{textwrap.dedent(config)}')
+
+
+@pytest.fixture(params=["process", "thread"])
+def served(request, tmp_path: Path, transports):
+    repo = tmp_path / "repo"
+    write(repo, "controller", CONTROLLER, STRING_IO)
+    write(repo, "target", ADD_ONE, FP32_IO)
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, control_mode="explicit",
+                           load_models=["controller"], python_isolation=request.param, **transports)
+    with BackgroundServer(options) as server:
+        yield server
+
+
+def order(client, op: str, name: str, extra: str = "") -> dict:
+    tensor = httpclient.InferInput("ORDER", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([json.dumps([op, name, extra])], dtype=object))
+    return json.loads(client.infer("controller", [tensor]).as_numpy("ANSWER")[0])
+
+
+def test_a_model_loads_reloads_and_unloads_another(served):
+    client = httpclient.InferenceServerClient(served.http_url)
+    assert order(client, "ready", "target") == {"result": False}
+    assert order(client, "load", "target") == {"result": None}
+    assert order(client, "ready", "target") == {"result": True} and client.is_model_ready("target")
+    tensor = httpclient.InferInput("IN", [1, 2], "FP32")
+    tensor.set_data_from_numpy(np.array([[1, 2]], np.float32))
+    assert client.infer("target", [tensor]).as_numpy("OUT").tolist() == [[2, 3]]
+    config = client.get_model_config("target")
+    config["max_batch_size"] = 2
+    assert order(client, "load", "target", json.dumps(config)) == {"result": None}
+    assert client.get_model_config("target")["max_batch_size"] == 2
+    assert order(client, "unload", "target") == {"result": None}
+    assert order(client, "ready", "target") == {"result": False} and not client.is_model_ready("target")
+
+
+def test_what_the_server_refuses_reaches_the_model(served):
+    client = httpclient.InferenceServerClient(served.http_url)
+    assert "failed to load 'nowhere'" in order(client, "load", "nowhere")["refused"]
+    assert "load failed for model 'target': the 'config' override is not a valid ModelConfig JSON" in \
+        order(client, "load", "target", "{not json")["refused"]
+    assert "version" in order(client, "ready", "target", "x")["refused"]  # a version that cannot be one
+
+
+def test_outside_explicit_mode_loading_is_refused(tmp_path, transports):
+    repo = tmp_path / "repo"
+    write(repo, "controller", CONTROLLER, STRING_IO)
+    write(repo, "target", ADD_ONE, FP32_IO)
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)
+    with BackgroundServer(options) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert order(client, "ready", "target") == {"result": True}
+        refused = order(client, "unload", "target")["refused"]
+    assert refused == "explicit model load / unload is not allowed if polling is enabled"
