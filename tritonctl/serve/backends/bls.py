@@ -151,8 +151,9 @@ def to_pb(response, error: ServeError | None) -> pb_utils.InferenceResponse:
             error.message, CODE_OF_STATUS.get(error.status, pb_utils.TritonError.INTERNAL)))
     if response is None:  # the final flag alone
         return pb_utils.InferenceResponse()
-    return pb_utils.InferenceResponse([pb_utils.Tensor(t.name, _as_bytes(t.data) if t.datatype == "BYTES" else t.data)
-                                       for t in response.outputs])
+    tensors = [pb_utils.Tensor(t.name, _as_bytes(t.data) if t.datatype == "BYTES" else t.data)
+               for t in response.outputs]
+    return pb_utils.InferenceResponse(tensors, parameters=response.parameters or None)
 
 
 def _utf8(value):

@@ -277,11 +277,17 @@ class InferenceRequest:
 class InferenceResponse:
     """The answer to one request: output tensors, or an error."""
 
-    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None):
+    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None,
+                 parameters: dict | str | None = None):
         if error is not None and not isinstance(error, TritonError):
             raise TritonModelException("InferenceResponse's error must be a pb_utils.TritonError")
         self._outputs = list(output_tensors or [])
         self._error = error
+        self._parameters = "" if parameters is None else json.dumps(_response_parameters(parameters))
+
+    def parameters(self) -> str:
+        """The response's parameters as JSON ("" when it has none)."""
+        return self._parameters
 
     def output_tensors(self) -> list[Tensor]:
         return list(self._outputs)
@@ -417,6 +423,24 @@ def check_send_arguments(response, flags: int) -> None:
                                    "to zero.")
     if response is not None and not isinstance(response, InferenceResponse):
         raise TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a {type(response).__name__}")
+
+
+def _response_parameters(parameters: dict | str) -> dict:
+    """A response's parameters (a dict, or its JSON text), checked with Triton's words."""
+    if isinstance(parameters, str):
+        try:
+            parameters = json.loads(parameters)
+        except ValueError as exc:
+            raise TritonModelException(f"InferenceResponse's parameters are not valid JSON: {exc}") from None
+    if not isinstance(parameters, dict):
+        raise TritonModelException(f"Expect parameters to be a dict or its JSON text, got {type(parameters)}")
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(f"Expect parameters keys to have type str, found type {type(key)}")
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(f"Expect parameters values to have type bool/int/str, found type "
+                                       f"{type(value)}")
+    return dict(parameters)
 
 
 def _parameters(parameters: dict | str | None) -> dict:

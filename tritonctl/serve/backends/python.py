@@ -31,6 +31,7 @@ from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, Req
 from tritonctl.serve.core.custom_metrics import MetricUser
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
+from tritonctl.serve.core.types import ModelOutputs
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -271,7 +272,8 @@ class PythonBackend(RequestBackend):
                 return internal(f"python model '{self.config.name}' put a {type(tensor).__name__} among a "
                                 "response's output tensors; use pb_utils.Tensor(name, numpy_array)")
             produced[tensor.name()] = tensor.as_numpy()
-        return produced
+        parameters = response.parameters()
+        return ModelOutputs(produced, json.loads(parameters)) if parameters else produced
 
     def close(self) -> None:
         finalize = getattr(self.model, "finalize", None)

@@ -234,7 +234,8 @@ def _response(item: dict, tensors: list | None):
     if "error" in item:
         error = item["error"]
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(error["message"], error["code"]))
-    return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()])
+    return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()],
+                                      parameters=item.get("parameters"))
 
 
 def _received(message: dict):
@@ -429,7 +430,7 @@ class ProcessPythonBackend(PythonBackend):
             return {"response": {"error": {"message": error.message(), "code": error.code()}}}
         tensors = [(t.name(), t.as_numpy()) for t in response.output_tensors()]
         metas, path = wire.pack(tensors, self._stub.prefix)
-        return {"response": {"outputs": metas}, "shm": path}
+        return {"response": {"outputs": metas, "parameters": response.parameters() or None}, "shm": path}
 
     def _stub_died(self) -> None:
         """Fail what the dead stub still held: every open response sender of its batches."""

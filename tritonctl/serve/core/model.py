@@ -19,7 +19,7 @@ from tritonctl.serve.core.responder import Responder
 from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
-from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor
+from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor, ModelOutputs
 
 
 class TensorSpec:
@@ -277,7 +277,8 @@ class ModelVersion:
                                                                    self.labels.get(name))))
             else:
                 outputs.append(InferTensor(name, spec.datatype if strict else _datatype(data, spec), data))
-        return InferResponse(self.name, self.version_str, request.id, outputs)
+        parameters = dict(produced.parameters) if isinstance(produced, ModelOutputs) else {}
+        return InferResponse(self.name, self.version_str, request.id, outputs, parameters)
 
     def _run_requests(self, instance: RequestBackend, batch: list[InferRequest], fresh_only: bool = False) -> None:
         """A backend that answers each request of the batch on its own (Python models)."""

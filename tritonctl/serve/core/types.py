@@ -48,6 +48,17 @@ class InferResponse:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+class ModelOutputs(dict):
+    """A model's outputs by name, with the parameters its response carries (a Python model's
+    ``InferenceResponse(..., parameters=...)``)."""
+
+    __slots__ = ("parameters",)
+
+    def __init__(self, outputs: dict, parameters: dict[str, Any]):
+        super().__init__(outputs)
+        self.parameters = parameters
+
+
 Completion = Callable[["InferResponse | None", "ServeError | None"], None]
 # One response of a decoupled model: (response, error, final). A final call may carry neither (the
 # flag alone), and nothing follows it.

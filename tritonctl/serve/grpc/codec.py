@@ -147,6 +147,16 @@ def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | 
     return request
 
 
+def set_parameter(param, value) -> None:
+    """An InferParameter holding ``value`` (bool, int or str, as response parameters are)."""
+    if isinstance(value, bool):
+        param.bool_param = value
+    elif isinstance(value, int):
+        param.int64_param = value
+    else:
+        param.string_param = str(value)
+
+
 def encode_response(response: InferResponse, service_pb2, request: InferRequest | None = None):
     """``request``: where its requested outputs go to shared memory, they are written there and
     their raw contents left empty (Triton)."""
@@ -160,6 +170,8 @@ def encode_response_parts(response: InferResponse, service_pb2, request: InferRe
     output arrays): for ``wire.join_response``, which copies each once."""
     message = service_pb2.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
                                              id=response.id)
+    for key, value in response.parameters.items():
+        set_parameter(message.parameters[key], value)
     raw = []
     in_shm = {o.name: o.shm for o in request.requested_outputs or () if o.shm is not None} if request else {}
     for tensor in response.outputs:

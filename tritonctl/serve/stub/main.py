@@ -134,14 +134,18 @@ def encode_response(response) -> tuple[dict, list | None]:
         if not isinstance(tensor, pb_utils.Tensor):
             return {"bad_tensor": type(tensor).__name__}, None
         tensors.append((tensor.name(), tensor.as_numpy()))
-    return {"outputs": True}, tensors
+    item = {"outputs": True}
+    if response.parameters():
+        item["parameters"] = response.parameters()
+    return item, tensors
 
 
 def decode_response(item: dict, tensors: list | None):
     if "error" in item:
         error = item["error"]
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(error["message"], error["code"]))
-    return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()])
+    return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in tensors or ()],
+                                      parameters=item.get("parameters"))
 
 
 # ---- what a received request asks of the server ------------------------------------------------
