@@ -71,8 +71,8 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             tensor = pb_utils.get_input_tensor_by_name(request, "PARAMETERS")
-            answer = pb_utils.InferenceRequest(model_name="echo", inputs=[tensor],
-                                               requested_output_names=["OUTPUT"]).exec()
+            answer = pb_utils.InferenceRequest(model_name="echo", inputs=[tensor], requested_output_names=["OUTPUT"],
+                                               trace=request.trace()).exec()  # as Triton's examples pass it
             seen = json.loads(answer.parameters() or "{}") == json.loads(tensor.as_numpy()[0])
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", np.array([str(seen)],
                                                                                               dtype=object))]))

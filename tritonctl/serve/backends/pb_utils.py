@@ -157,6 +157,14 @@ class Tensor:
         return f"Tensor({self._name!r}, shape={self.shape()}, dtype={self._data.dtype})"
 
 
+class InferenceTrace:
+    """What ``InferenceRequest.trace()`` gives, as Triton's: no OpenTelemetry context here (the
+    server's traces are Triton's own mode, see --trace-config)."""
+
+    def get_context(self, mode: str = "opentelemetry") -> str | None:
+        return None
+
+
 class InferenceRequest:
     """A request: one of the batch ``execute`` receives, or a BLS request a model builds to run
     another model (``exec`` / ``async_exec``). Built by a model, it takes Triton's keywords:
@@ -250,6 +258,10 @@ class InferenceRequest:
             raise TritonModelException(f"unsupported request release flags {flags}: use "
                                        "TRITONSERVER_REQUEST_RELEASE_ALL or TRITONSERVER_REQUEST_RELEASE_RESCHEDULE")
         self._source.reschedule = flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+
+    def trace(self) -> "InferenceTrace":
+        """The request's trace, which a BLS request it makes may take (``trace=request.trace()``)."""
+        return InferenceTrace()
 
     def get_response_sender(self):
         """The request's ``InferenceResponseSender`` (the same object on every call): a decoupled
