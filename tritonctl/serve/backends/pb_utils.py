@@ -192,7 +192,7 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._flags = int(flags)
         self._timeout = int(timeout)
-        self._parameters = _parameters(parameters)
+        self._parameters = {} if parameters is None else _checked_parameters(parameters, "InferenceRequest")
         self._model_version = int(model_version)
         self._source = None  # the served request (core InferRequest) of a request execute received
         self._senders = None
@@ -295,7 +295,8 @@ class InferenceResponse:
             raise TritonModelException("InferenceResponse's error must be a pb_utils.TritonError")
         self._outputs = list(output_tensors or [])
         self._error = error
-        self._parameters = "" if parameters is None else json.dumps(_response_parameters(parameters))
+        checked = None if parameters is None else _checked_parameters(parameters, "InferenceResponse")
+        self._parameters = "" if checked is None else json.dumps(checked)
 
     def parameters(self) -> str:
         """The response's parameters as JSON ("" when it has none)."""
@@ -437,39 +438,23 @@ def check_send_arguments(response, flags: int) -> None:
         raise TritonModelException(f"send() takes a pb_utils.InferenceResponse, not a {type(response).__name__}")
 
 
-def _response_parameters(parameters: dict | str) -> dict:
-    """A response's parameters (a dict, or its JSON text), checked with Triton's words."""
+def _checked_parameters(parameters: dict | str, owner: str) -> dict:
+    """A request's or a response's parameters (a dict, or its JSON text): str keys, bool, int or
+    str values, refused in Triton's words otherwise."""
     if isinstance(parameters, str):
         try:
             parameters = json.loads(parameters)
         except ValueError as exc:
-            raise TritonModelException(f"InferenceResponse's parameters are not valid JSON: {exc}") from None
+            raise TritonModelException(f"{owner}'s parameters are not valid JSON: {exc}") from None
     if not isinstance(parameters, dict):
-        raise TritonModelException(f"Expect parameters to be a dict or its JSON text, got {type(parameters)}")
+        raise TritonModelException(f"Expect {owner}'s parameters to be a dict or its JSON text, got "
+                                   f"{type(parameters)}")
     for key, value in parameters.items():
         if not isinstance(key, str):
             raise TritonModelException(f"Expect parameters keys to have type str, found type {type(key)}")
         if not isinstance(value, (bool, int, str)):
             raise TritonModelException(f"Expect parameters values to have type bool/int/str, found type "
                                        f"{type(value)}")
-    return dict(parameters)
-
-
-def _parameters(parameters: dict | str | None) -> dict:
-    """A BLS request's parameters: a dict (or its JSON text) of str, int and bool values."""
-    if parameters is None:
-        return {}
-    if isinstance(parameters, str):
-        try:
-            parameters = json.loads(parameters)
-        except ValueError as exc:
-            raise TritonModelException(f"InferenceRequest's parameters are not valid JSON: {exc}") from None
-    if not isinstance(parameters, dict):
-        raise TritonModelException("InferenceRequest's parameters must be a dict of str, int and bool values")
-    for key, value in parameters.items():
-        if not isinstance(key, str) or not isinstance(value, (str, int, bool)):
-            raise TritonModelException(f"InferenceRequest parameter {key!r} must have a str key and a str, int or "
-                                       f"bool value, got {type(value).__name__}")
     return dict(parameters)
 
 
