@@ -345,7 +345,7 @@ class ProcessPythonBackend(PythonBackend):
                 metrics.release_metric(name, message["labels"])
             else:
                 return {"value": metrics.update(name, message["labels"], op, message.get("value"))}
-        except MetricError as exc:
+        except (MetricError, KeyError, TypeError) as exc:  # a message the stub got wrong is answered too
             return {"raise": str(exc)}
         return {}
 
@@ -360,7 +360,7 @@ class ProcessPythonBackend(PythonBackend):
                 answer = {"value": control.unload(name, message["dependents"])}
             else:
                 answer = {"value": control.ready(name, message["version"])}
-        except (ValueError, pb_utils.TritonModelException) as exc:
+        except (ValueError, KeyError, TypeError, pb_utils.TritonModelException) as exc:
             answer = {"raise": str(exc)}
         self._reply(message, answer)
 

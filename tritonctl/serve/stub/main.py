@@ -64,15 +64,20 @@ def load_pb_utils():
     return module
 
 
+def ask_server(message: dict):
+    """The server's answer to ``message``: its value, or ValueError with the server's refusal."""
+    reply = STUB.call(message)
+    if "raise" in reply:
+        raise ValueError(reply["raise"])
+    return reply.get("value")
+
+
 class ServerMetrics:
     """pb_utils' custom metrics, kept by the server: each operation is a call to it (a refusal comes
     back as ValueError); releases are sent without waiting, as they may run in any thread."""
 
     def _ask(self, op: str, name: str, **fields):
-        reply = STUB.call({"what": "metric", "metric_op": op, "name": name, **fields})
-        if "raise" in reply:
-            raise ValueError(reply["raise"])
-        return reply.get("value")
+        return ask_server({"what": "metric", "metric_op": op, "name": name, **fields})
 
     def _tell(self, op: str, name: str, **fields) -> None:
         STUB.call_later({"what": "metric", "metric_op": op, "name": name, **fields}, None, lambda reply: None)
@@ -100,10 +105,7 @@ class ServerModelControl:
     """pb_utils' model loading API: calls to the server (a refusal comes back as ValueError)."""
 
     def _ask(self, op: str, name: str, **fields):
-        reply = STUB.call({"what": "model_control", "control_op": op, "name": name, **fields})
-        if "raise" in reply:
-            raise ValueError(reply["raise"])
-        return reply.get("value")
+        return ask_server({"what": "model_control", "control_op": op, "name": name, **fields})
 
     def load(self, name, parameters) -> None:
         self._ask("load", name, parameters=parameters)
