@@ -91,7 +91,7 @@ class ModelControl:
     def load(self, name: str, parameters: dict) -> None:
         _as_value_error(self._manager.load_from_api, name, parameters)
 
-    def unload(self, name: str, dependents: bool) -> None:
+    def unload(self, name: str) -> None:
         _as_value_error(self._manager.unload_from_api, name)
 
     def ready(self, name: str, version: str) -> bool:

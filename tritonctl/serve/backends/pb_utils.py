@@ -295,12 +295,12 @@ class InferenceResponse:
             raise TritonModelException("InferenceResponse's error must be a pb_utils.TritonError")
         self._outputs = list(output_tensors or [])
         self._error = error
-        checked = None if parameters is None else _checked_parameters(parameters, "InferenceResponse")
-        self._parameters = "" if checked is None else json.dumps(checked)
+        # the checked values; the server and the stub read them here, the model as JSON
+        self._parameter_values = None if parameters is None else _checked_parameters(parameters, "InferenceResponse")
 
     def parameters(self) -> str:
         """The response's parameters as JSON ("" when it has none)."""
-        return self._parameters
+        return "" if self._parameter_values is None else json.dumps(self._parameter_values)
 
     def output_tensors(self) -> list[Tensor]:
         return list(self._outputs)
@@ -418,7 +418,7 @@ def load_model(model_name: str, config: str = "", files: dict | None = None) -> 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     if not isinstance(model_name, str):
         raise TritonModelException("unload_model() takes the model's name as str")
-    _refused_as_exception(_model_control().unload, model_name, bool(unload_dependents))
+    _refused_as_exception(_model_control().unload, model_name)  # unload_dependents: as the repository API
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:

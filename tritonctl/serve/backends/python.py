@@ -272,8 +272,8 @@ class PythonBackend(RequestBackend):
                 return internal(f"python model '{self.config.name}' put a {type(tensor).__name__} among a "
                                 "response's output tensors; use pb_utils.Tensor(name, numpy_array)")
             produced[tensor.name()] = tensor.as_numpy()
-        parameters = response.parameters()
-        return ModelOutputs(produced, json.loads(parameters)) if parameters else produced
+        parameters = response._parameter_values
+        return ModelOutputs(produced, parameters) if parameters else produced
 
     def close(self) -> None:
         finalize = getattr(self.model, "finalize", None)

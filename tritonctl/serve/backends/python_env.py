@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 from pathlib import Path
 
 from tritonctl.repo_schema.rules.parameters import MODEL_DIR_VARIABLE
@@ -25,7 +24,6 @@ from tritonctl.serve.core.backend_api import BackendLoadError
 
 ENV_PATH = "EXECUTION_ENV_PATH"
 UNPACKED_MARKER = ".tritonctl-unpacked"
-_unpack_lock = threading.Lock()
 
 
 def cache_root() -> Path:
@@ -68,7 +66,7 @@ def unpacked(archive: Path, model: str) -> Path:
     target = cache_root() / key
     finished = target / UNPACKED_MARKER
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _unpack_lock, open(target.parent / f".{key}.lock", "w") as lock:
+    with open(target.parent / f".{key}.lock", "w") as lock:  # flock: other threads open it anew and wait too
         fcntl.flock(lock, fcntl.LOCK_EX)
         if finished.is_file():
             return target

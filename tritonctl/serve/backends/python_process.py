@@ -357,7 +357,7 @@ class ProcessPythonBackend(PythonBackend):
             if op == "load":
                 answer = {"value": control.load(name, message["parameters"])}
             elif op == "unload":
-                answer = {"value": control.unload(name, message["dependents"])}
+                answer = {"value": control.unload(name)}
             else:
                 answer = {"value": control.ready(name, message["version"])}
         except (ValueError, KeyError, TypeError, pb_utils.TritonModelException) as exc:
@@ -430,7 +430,7 @@ class ProcessPythonBackend(PythonBackend):
             return {"response": {"error": {"message": error.message(), "code": error.code()}}}
         tensors = [(t.name(), t.as_numpy()) for t in response.output_tensors()]
         metas, path = wire.pack(tensors, self._stub.prefix)
-        return {"response": {"outputs": metas, "parameters": response.parameters() or None}, "shm": path}
+        return {"response": {"outputs": metas, "parameters": response._parameter_values}, "shm": path}
 
     def _stub_died(self) -> None:
         """Fail what the dead stub still held: every open response sender of its batches."""

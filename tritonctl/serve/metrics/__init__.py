@@ -87,22 +87,18 @@ def custom_lines(metrics: CustomMetrics) -> list[str]:
         name = family.name
         lines += [f"# HELP {name} {_escape_help(family.description)}", f"# TYPE {name} {KIND_NAMES[family.kind]}"]
         for key, metric in members:
-            own = dict(key)
+            labels = label_set(**dict(key)) if key else ""
             if family.kind != HISTOGRAM:
-                lines.append(f"{name}{label_set(**own) if own else ''} {_number(metric.value)}")
+                lines.append(f"{name}{labels} {_number(metric.value)}")
                 continue
-            lines.append(f"{name}_count{label_set(**own) if own else ''} {sum(metric.counts)}")
-            lines.append(f"{name}_sum{label_set(**own) if own else ''} {_number(metric.value)}")
+            lines.append(f"{name}_count{labels} {sum(metric.counts)}")
+            lines.append(f"{name}_sum{labels} {_number(metric.value)}")
+            before_le = labels[:-1] + "," if labels else "{"  # le last, as prometheus-cpp writes it
             total = 0
             for bound, count in zip([*map(_number, metric.buckets), "+Inf"], metric.counts):
                 total += count
-                lines.append(f"{name}_bucket{_bucket_labels(own, bound)} {total}")
+                lines.append(f'{name}_bucket{before_le}le="{bound}"}} {total}')
     return lines
-
-
-def _bucket_labels(own: dict, bound: str) -> str:
-    """A bucket's labels: the metric's, then le last, as prometheus-cpp writes them."""
-    return label_set(**own)[:-1] + ("," if own else "") + f'le="{bound}"}}'
 
 
 def _escape_help(text: str) -> str:

@@ -110,8 +110,8 @@ class ServerModelControl:
     def load(self, name, parameters) -> None:
         self._ask("load", name, parameters=parameters)
 
-    def unload(self, name, dependents) -> None:
-        self._ask("unload", name, dependents=dependents)
+    def unload(self, name) -> None:
+        self._ask("unload", name)
 
     def ready(self, name, version) -> bool:
         return self._ask("ready", name, version=version)
@@ -137,8 +137,8 @@ def encode_response(response) -> tuple[dict, list | None]:
             return {"bad_tensor": type(tensor).__name__}, None
         tensors.append((tensor.name(), tensor.as_numpy()))
     item = {"outputs": True}
-    if response.parameters():
-        item["parameters"] = response.parameters()
+    if response._parameter_values is not None:
+        item["parameters"] = response._parameter_values
     return item, tensors
 
 
