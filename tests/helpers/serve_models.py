@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from pathlib import Path
 
 import onnx
@@ -200,3 +201,11 @@ def write_python_identity(repo: Path, name: str = "identity") -> Path:
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
         'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
     return model_dir
+
+
+def write_python_model(repo: Path, name: str, config: str, code: str) -> Path:
+    """A Python-backend model directory: ``config`` (after name and backend) and version 1's model.py."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n' + textwrap.dedent(config))
+    (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
+    return repo / name

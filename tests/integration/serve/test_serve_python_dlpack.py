@@ -5,7 +5,6 @@ real tritonclient."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 pytest.importorskip("torch")
@@ -46,7 +46,6 @@ class TritonPythonModel:
 '''
 
 CONFIG = '''
-backend: "python"
 max_batch_size: 8
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ]
 output [ { name: "DOUBLED" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "PLUS_ONE" data_type: TYPE_FP32 dims: [ 3 ] } ]
@@ -56,9 +55,7 @@ output [ { name: "DOUBLED" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "PLUS_ONE
 @pytest.fixture(scope="module", params=["process", "thread"])
 def served(request, tmp_path_factory, transports):
     repo: Path = tmp_path_factory.mktemp("dlpack") / "repo"
-    (repo / "torchy" / "1").mkdir(parents=True)
-    (repo / "torchy" / "1" / "model.py").write_text(MODEL)
-    (repo / "torchy" / "config.pbtxt").write_text(textwrap.dedent(CONFIG))
+    write_python_model(repo, "torchy", CONFIG, MODEL)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
                            **transports)
     with BackgroundServer(options) as server:

@@ -6,7 +6,6 @@ metrics gone once it is unloaded. In stub processes and in the server's process.
 from __future__ import annotations
 
 import json
-import textwrap
 import urllib.request
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 MODEL = '''
@@ -62,7 +62,6 @@ class TritonPythonModel:
 '''
 
 CONFIG = '''
-backend: "python"
 max_batch_size: 0
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
 output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
@@ -71,9 +70,7 @@ output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
 
 @pytest.fixture(params=["process", "thread"])
 def served(request, tmp_path: Path, transports):
-    (tmp_path / "repo" / "metered" / "1").mkdir(parents=True)
-    (tmp_path / "repo" / "metered" / "1" / "model.py").write_text(MODEL)
-    (tmp_path / "repo" / "metered" / "config.pbtxt").write_text(textwrap.dedent(CONFIG))
+    write_python_model(tmp_path / "repo", "metered", CONFIG, MODEL)
     options = ServeOptions(tmp_path / "repo", http_port=0, grpc_port=0, metrics_port=0, control_mode="explicit",
                            load_models=["metered"], python_isolation=request.param, **transports)
     with BackgroundServer(options) as server:

@@ -6,13 +6,13 @@ TritonModelException. In stub processes and in the server's process."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 CONTROLLER = '''
@@ -61,17 +61,11 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
 '''
 
 
-def write(repo: Path, name: str, code: str, config: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "1" / "model.py").write_text(code)
-    (repo / name / "config.pbtxt").write_text(f'backend: "python"\n{textwrap.dedent(config)}')
-
-
 @pytest.fixture(params=["process", "thread"])
 def served(request, tmp_path: Path, transports):
     repo = tmp_path / "repo"
-    write(repo, "controller", CONTROLLER, STRING_IO)
-    write(repo, "target", ADD_ONE, FP32_IO)
+    write_python_model(repo, "controller", STRING_IO, CONTROLLER)
+    write_python_model(repo, "target", FP32_IO, ADD_ONE)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, control_mode="explicit",
                            load_models=["controller"], python_isolation=request.param, **transports)
     with BackgroundServer(options) as server:
@@ -110,8 +104,8 @@ def test_what_the_server_refuses_reaches_the_model(served):
 
 def test_outside_explicit_mode_loading_is_refused(tmp_path, transports):
     repo = tmp_path / "repo"
-    write(repo, "controller", CONTROLLER, STRING_IO)
-    write(repo, "target", ADD_ONE, FP32_IO)
+    write_python_model(repo, "controller", STRING_IO, CONTROLLER)
+    write_python_model(repo, "target", FP32_IO, ADD_ONE)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)
     with BackgroundServer(options) as server:
         client = httpclient.InferenceServerClient(server.http_url)

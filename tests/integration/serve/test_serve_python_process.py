@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import textwrap
 import threading
 from pathlib import Path
 
@@ -24,14 +23,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
-
-
-def write_model(repo: Path, name: str, config: str, code: str) -> Path:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n' + textwrap.dedent(config))
-    (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
-    return repo / name
 
 
 def serve(repo: Path, isolation: str = "process", **extra) -> BackgroundServer:
@@ -83,7 +76,7 @@ class TritonPythonModel:
 
 
 def test_two_instances_compute_at_once_in_two_processes(tmp_path):
-    write_model(tmp_path, "busy", '''
+    write_python_model(tmp_path, "busy", '''
         max_batch_size: 0
         input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
         output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 5 ] } ]
@@ -143,8 +136,8 @@ CRASH_CONFIG = '''
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize("how", [1, 2], ids=["os_exit", "segfault"])
 def test_a_crashing_model_fails_its_requests_and_alone_goes_unready(tmp_path, protocol, how):
-    write_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
-    write_model(tmp_path, "healthy", CRASH_CONFIG, ADD_ONE)
+    write_python_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
+    write_python_model(tmp_path, "healthy", CRASH_CONFIG, ADD_ONE)
     with serve(tmp_path) as server:
         if protocol == "http":
             client, make = httpclient.InferenceServerClient(server.http_url), http_input
@@ -166,7 +159,7 @@ def test_a_crashing_model_fails_its_requests_and_alone_goes_unready(tmp_path, pr
 
 
 def test_memory_error_in_execute_is_an_ordinary_failure(tmp_path):
-    write_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
+    write_python_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
     with serve(tmp_path) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         with pytest.raises(InferenceServerException) as failed:
@@ -196,7 +189,7 @@ class TritonPythonModel:
 
 
 def test_a_decoupled_model_that_dies_ends_its_open_streams(tmp_path):
-    write_model(tmp_path, "streamer", CRASH_CONFIG + "model_transaction_policy { decoupled: true }\n",
+    write_python_model(tmp_path, "streamer", CRASH_CONFIG + "model_transaction_policy { decoupled: true }\n",
                 DECOUPLED_CRASHER)
     with serve(tmp_path) as server:
         results = []
@@ -259,7 +252,7 @@ with open(os.path.join(prefix, "unpacked-at"), "w") as out:
 def test_a_model_runs_with_the_python_of_its_execution_env_path(tmp_path, monkeypatch, packed):
     repo = tmp_path / "repo"
     value = "$$TRITON_MODEL_DIRECTORY/env.tar.gz" if packed else "$$TRITON_MODEL_DIRECTORY/env"
-    model_dir = write_model(repo, "envmodel", f'''
+    model_dir = write_python_model(repo, "envmodel", f'''
         max_batch_size: 0
         input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
         output [ {{ name: "OUT" data_type: TYPE_STRING dims: [ 1 ] }} ]
@@ -288,7 +281,7 @@ def test_a_model_runs_with_the_python_of_its_execution_env_path(tmp_path, monkey
 
 
 def test_an_execution_env_path_without_a_python_fails_the_load_clearly(tmp_path):
-    model_dir = write_model(tmp_path, "envless", '''
+    model_dir = write_python_model(tmp_path, "envless", '''
         max_batch_size: 0
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -380,9 +373,9 @@ PIPE_CONFIG = '''
 def api_server(tmp_path_factory, request):
     """The same models in stub processes and, with --python-isolation thread, in the server's."""
     repo = tmp_path_factory.mktemp("api")
-    write_model(repo, "add", "max_batch_size: 0\n", ADD)
-    write_model(repo, "counter", PIPE_CONFIG + "model_transaction_policy { decoupled: true }\n", COUNTER)
-    write_model(repo, "pipeline", '''
+    write_python_model(repo, "add", "max_batch_size: 0\n", ADD)
+    write_python_model(repo, "counter", PIPE_CONFIG + "model_transaction_policy { decoupled: true }\n", COUNTER)
+    write_python_model(repo, "pipeline", '''
         max_batch_size: 0
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
@@ -438,7 +431,7 @@ def test_a_decoupled_model_streams_across_processes(api_server):
 
 
 def test_loading_a_crashed_model_again_gives_it_a_new_process(tmp_path):
-    write_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
+    write_python_model(tmp_path, "crasher", CRASH_CONFIG, CRASHER)
     with serve(tmp_path, control_mode="explicit", load_models=["*"]) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         with pytest.raises(InferenceServerException):

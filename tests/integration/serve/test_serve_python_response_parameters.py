@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import queue
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 ECHO = '''
@@ -90,9 +90,7 @@ def served(request, tmp_path_factory, transports):
     repo: Path = tmp_path_factory.mktemp("response_parameters") / "repo"
     for name, code, extra in (("echo", ECHO, ""), ("caller", CALLER, ""),
                               ("streamer", STREAMER, "model_transaction_policy { decoupled: true }")):
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "1" / "model.py").write_text(code)
-        (repo / name / "config.pbtxt").write_text(f'backend: "python"\n{textwrap.dedent(IO)}{extra}\n')
+        write_python_model(repo, name, IO + extra + "\n", code)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
                            **transports)
     with BackgroundServer(options) as server:

@@ -25,7 +25,6 @@ import os
 import secrets
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 

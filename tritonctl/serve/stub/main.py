@@ -21,7 +21,6 @@ import contextvars
 import importlib.util
 import inspect
 import itertools
-import json
 import logging
 import os
 import queue
