@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 from typing import Any
 
 import numpy as np
@@ -116,6 +117,10 @@ class Tensor:
 
     def is_cpu(self) -> bool:
         return True
+
+    def triton_dtype(self) -> int | None:
+        """The tensor's data type as Triton's enum number (TYPE_FP32 -> 11, TYPE_STRING -> 13)."""
+        return numpy_to_triton_type(self._data.dtype)
 
     # ---- DLPack (CPU memory): Triton's interoperability with torch, cupy, jax ... ----------------
     def to_dlpack(self):
@@ -464,6 +469,43 @@ def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> 
 
 def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
     return next((t for t in inference_response.output_tensors() if t.name() == name), None)
+
+
+def serialize_byte_tensor(input_tensor: np.ndarray) -> np.ndarray:
+    """A BYTES tensor as Triton's wire form: each element's length (4 bytes, little endian), then the
+    element, in C order, as a 0-d object array holding those bytes (as Triton's module returns it).
+    Elements that are not bytes are written as their UTF-8 text."""
+    if input_tensor.size == 0:
+        return np.empty([0], dtype=np.object_)
+    if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
+        raise TritonModelException("cannot serialize bytes tensor: invalid datatype")
+    parts = []
+    for element in input_tensor.reshape(-1):
+        value = element if isinstance(element, bytes) else str(element).encode("utf-8")
+        parts.append(struct.pack("<I", len(value)))
+        parts.append(value)
+    return np.asarray(b"".join(parts), dtype=np.object_)
+
+
+def deserialize_bytes_tensor(encoded_tensor) -> np.ndarray:
+    """The elements of a BYTES tensor in Triton's wire form (bytes, a uint8 array, or the 0-d array
+    ``serialize_byte_tensor`` returns), as a 1-D object array of bytes."""
+    if isinstance(encoded_tensor, np.ndarray) and encoded_tensor.dtype == np.object_ and encoded_tensor.ndim == 0:
+        encoded_tensor = encoded_tensor.item()
+    buffer = memoryview(encoded_tensor).cast("B")
+    elements, offset = [], 0
+    while offset < len(buffer):
+        if offset + 4 > len(buffer):
+            raise TritonModelException(f"cannot deserialize bytes tensor: {len(buffer) - offset} bytes at offset "
+                                       f"{offset} are too few for an element's 4-byte length")
+        (length,) = struct.unpack_from("<I", buffer, offset)
+        offset += 4
+        if offset + length > len(buffer):
+            raise TritonModelException(f"cannot deserialize bytes tensor: an element of {length} bytes at offset "
+                                       f"{offset} runs past the {len(buffer)} bytes given")
+        elements.append(bytes(buffer[offset:offset + length]))
+        offset += length
+    return np.array(elements, dtype=np.object_)
 
 
 def triton_string_to_numpy(triton_type_string: str):
