@@ -1,6 +1,6 @@
 """The process that runs a Python model's ``auto_complete_config``, as Triton's Python-backend stub
-does at load: ``import triton_python_backend_utils as pb_utils`` works, the version directory is
-on ``sys.path``, ``model.py`` is imported, ``TritonPythonModel.auto_complete_config`` (when the
+does at load: ``import triton_python_backend_utils as pb_utils`` works, ``model.py`` is imported
+as in Triton (``python_model_import``), ``TritonPythonModel.auto_complete_config`` (when the
 class has one) is called with ``pb_utils.ModelConfig`` and must return one.
 
 Run by ``python_autocomplete.run_auto_complete`` as ``python -m`` this module: the request (JSON)
@@ -10,13 +10,14 @@ whatever the model prints goes to standard error.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
 import traceback
 import types
 from pathlib import Path
+
+from tritonctl.repo_schema.python_model_import import import_model_file, model_search_paths
 
 PB_UTILS_NAME = "triton_python_backend_utils"
 
@@ -67,12 +68,9 @@ def evaluate(request: dict) -> dict:
     model_file = Path(request["model_file"])
     pb_utils = pb_utils_module()
     sys.modules[PB_UTILS_NAME] = pb_utils
-    sys.path.insert(0, str(model_file.parent))
+    sys.path[0:0] = model_search_paths(model_file)
     try:
-        spec = importlib.util.spec_from_file_location("model", model_file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["model"] = module
-        spec.loader.exec_module(module)
+        module = sys.modules["model"] = import_model_file(model_file.parent.name, model_file)
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: the model's import fails either way
         return _failure(exc, model_file, "import")
     model_class = getattr(module, "TritonPythonModel", None)

@@ -3,8 +3,8 @@
 ``initialize(args)`` once, ``execute(requests)`` per batch and ``finalize()`` on unload.
 
 While ``model.py`` is imported, ``import triton_python_backend_utils`` resolves to
-``tritonctl.serve.backends.pb_utils`` and the version directory is on ``sys.path`` (so the
-model can import modules lying beside it, as in Triton). ``import model`` gives a model's code its
+``tritonctl.serve.backends.pb_utils``, and the model finds the files beside it as in Triton
+(``import helper``, ``from . import helper``: ``python_model_import``). ``import model`` gives a model's code its
 own module and ``sys.argv`` reads ``['']`` to it, as in Triton's stub (``own_module``). The names
 NumPy 2.0 removed that models written for Triton's numpy 1.x stub use are put back (``numpy_compat``).
 """
@@ -12,7 +12,6 @@ NumPy 2.0 removed that models written for Triton's numpy 1.x stub use are put ba
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import inspect
 import json
 import logging
@@ -26,6 +25,7 @@ import numpy as np
 
 from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
 from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
+from tritonctl.repo_schema.python_model_import import forget_model_modules, import_model_file, model_search_paths
 from tritonctl.serve.stub.errors import describe, execute_failure
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.core.custom_metrics import MetricUser
@@ -53,41 +53,45 @@ pb_utils.model_control_of_model = _model_control
 
 
 @contextlib.contextmanager
-def model_import_context(version_dir: Path):
-    """pb_utils importable under Triton's name and ``version_dir`` on sys.path, only meanwhile.
-    Modules the model imports from its own directory are dropped afterwards, so two models (or
-    a reload) with a ``helper.py`` each get their own."""
+def model_import_context(model_file: Path, package: str):
+    """pb_utils importable under Triton's name and the model's directories on sys.path, only
+    meanwhile. Modules the model imports from its own directories by their top-level names are
+    dropped afterwards, so two models (or a reload) with a ``helper.py`` each get their own; those
+    of its package (``from . import helper``) go with the package (``forget_model_modules``)."""
     restore_numpy1_names()  # models written for Triton's numpy 1.x stub (numpy_compat)
     previous = sys.modules.get(PB_UTILS_NAME)
     before = set(sys.modules)
     sys.modules[PB_UTILS_NAME] = pb_utils
-    sys.path.insert(0, str(version_dir))
+    search_paths = model_search_paths(model_file)
+    sys.path[0:0] = search_paths
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(version_dir))
+        for path in search_paths:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(path)
         if previous is None:
             sys.modules.pop(PB_UTILS_NAME, None)
         else:
             sys.modules[PB_UTILS_NAME] = previous
-        root = str(version_dir.resolve())
+        root = str(model_file.parent.parent.resolve())
         for name in set(sys.modules) - before:
+            if name == package or name.startswith(package + "."):
+                continue
             location = getattr(sys.modules[name], "__file__", None) or ""
             if location and str(Path(location).resolve()).startswith(root):
                 del sys.modules[name]
 
 
-def exec_model_file(module_name: str, model_file: Path, version_dir: Path, module_globals: dict | None = None):
-    """Run ``model_file`` as the module ``module_name`` (registered in sys.modules, where
-    dataclasses and pickling look their module up). Raises whatever the file raises."""
-    spec = importlib.util.spec_from_file_location(module_name, model_file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    module.__dict__.update(module_globals or {})
-    with model_import_context(version_dir):
-        spec.loader.exec_module(module)
-    return module
+def exec_model_file(package: str, model_file: Path, module_globals: dict | None = None):
+    """Run ``model_file`` as the module ``<package>.model`` (``python_model_import``). Raises
+    whatever the file raises, with the package forgotten."""
+    try:
+        with model_import_context(model_file, package):
+            return import_model_file(package, model_file, module_globals)
+    except BaseException:
+        forget_model_modules(package)
+        raise
 
 
 class PythonBackend(RequestBackend):
@@ -105,7 +109,7 @@ class PythonBackend(RequestBackend):
         if not self.model_file.is_file():
             raise BackendLoadError(f"unable to find '{self.model_file}' for model '{config.name}'; a Python "
                                    "backend model needs <version>/model.py defining class TritonPythonModel")
-        self.module_name = "tritonctl_python_model_" + re.sub(r"\W", "_", f"{config.name}_{version_dir.name}_"
+        self.package = "tritonctl_python_model_" + re.sub(r"\W", "_", f"{config.name}_{version_dir.name}_"
                                                                           f"{instance.name}")
         self.decoupled: bool = config.model_transaction_policy.decoupled
         self.version = int(version_dir.name)
@@ -120,21 +124,19 @@ class PythonBackend(RequestBackend):
     def _create(self):
         try:
             # the instance global finds the caller of BLS in the model's threads
-            module = exec_model_file(self.module_name, self.model_file, self.version_dir,
-                                     {bls.INSTANCE_GLOBAL: weakref.ref(self)})
+            module = exec_model_file(self.package, self.model_file, {bls.INSTANCE_GLOBAL: weakref.ref(self)})
         except BaseException as exc:  # SyntaxError, ImportError, SystemExit ... all stop the load
-            sys.modules.pop(self.module_name, None)
             raise BackendLoadError(f"failed to load python model '{self.config.name}' from "
                                    f"'{self.model_file}': {describe(exc, self.model_file)}") from None
         model_class = getattr(module, "TritonPythonModel", None)
         if model_class is None:
-            sys.modules.pop(self.module_name, None)
+            forget_model_modules(self.package)
             raise BackendLoadError(f"'{self.model_file}' of model '{self.config.name}' defines no class "
                                    "TritonPythonModel")
         try:
             return model_class()
         except Exception as exc:
-            sys.modules.pop(self.module_name, None)
+            forget_model_modules(self.package)
             raise BackendLoadError(f"TritonPythonModel() of model '{self.config.name}' failed: "
                                    f"{describe(exc, self.model_file)}") from None
 
@@ -145,7 +147,7 @@ class PythonBackend(RequestBackend):
         try:
             initialize(self._initialize_args(model_dir))
         except Exception as exc:
-            sys.modules.pop(self.module_name, None)
+            forget_model_modules(self.package)
             self.metrics_user.close()
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
                                    f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
@@ -286,5 +288,5 @@ class PythonBackend(RequestBackend):
         if self._event_loop is not None:
             self._event_loop.close()
         self.model = None
-        sys.modules.pop(self.module_name, None)
+        forget_model_modules(self.package)
         self.metrics_user.close()

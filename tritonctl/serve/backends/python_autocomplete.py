@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from tritonctl.repo_schema.autocomplete import model_version_dir
 from tritonctl.repo_schema.python_autocomplete import may_autocomplete
 from tritonctl.serve.backends import pb_utils
 from tritonctl.serve.core.backend_api import BackendLoadError
+from tritonctl.repo_schema.python_model_import import forget_model_modules
 from tritonctl.serve.backends.python import exec_model_file
 from tritonctl.serve.stub.errors import describe
 
@@ -31,22 +31,22 @@ def complete_config(config, model_dir: Path):
         return config  # loading the instances reports the missing file
     if not may_autocomplete(model_file):  # read statically: no need to run the file
         return config
-    module_name = "tritonctl_python_autocomplete_" + re.sub(r"\W", "_", config.name)
+    package = "tritonctl_python_autocomplete_" + re.sub(r"\W", "_", config.name)
     try:
-        module = exec_model_file(module_name, model_file, version_dir)
+        module = exec_model_file(package, model_file)
     except BaseException as exc:
         raise BackendLoadError(f"failed to load python model '{config.name}' from '{model_file}': "
                                f"{describe(exc, model_file)}") from None
-    finally:
-        sys.modules.pop(module_name, None)
     complete = getattr(getattr(module, "TritonPythonModel", None), "auto_complete_config", None)
-    if complete is None:
-        return config
     try:
+        if complete is None:
+            return config
         result = complete(pb_utils.ModelConfig(json.dumps(config_to_json(config))))
     except Exception as exc:
         raise BackendLoadError(f"auto_complete_config of python model '{config.name}' failed: "
                                f"{describe(exc, model_file)}") from None
+    finally:
+        forget_model_modules(package)  # kept while auto_complete_config runs: it may import from its package
     if not isinstance(result, pb_utils.ModelConfig):
         raise BackendLoadError(f"auto_complete_config function in model '{config.name}' must return a valid "
                                "pb.ModelConfig object")

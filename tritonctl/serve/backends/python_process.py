@@ -259,8 +259,7 @@ class ProcessPythonBackend(PythonBackend):
         self._stub = StubProcess(python, env, self.instance.name, self._on_message)
         self._remote = RemoteModel(self, self._stub)
         try:
-            reply = self._stub.request({"op": "load", "model_file": str(self.model_file),
-                                        "version_dir": str(self.version_dir), "decoupled": self.decoupled,
+            reply = self._stub.request({"op": "load", "model_file": str(self.model_file), "decoupled": self.decoupled,
                                         "log_level": model_log.getEffectiveLevel()})
         except StubDied:
             raise BackendLoadError(f"failed to load python model '{self.config.name}': its stub process "

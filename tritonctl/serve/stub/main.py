@@ -2,8 +2,8 @@
 
 Started by ``serve.backends.python_process`` with the model's Python (the server's, or the one of
 its ``EXECUTION_ENV_PATH``) as ``python -c BOOTSTRAP <orders socket fd> <tritonctl's parent dir>
-<shm prefix> <calls socket fd>``. It imports ``model.py`` as the module ``model`` with the version directory on
-``sys.path`` and ``sys.argv == ['']``, as Triton's stub does, and runs ``initialize``, ``execute``
+<shm prefix> <calls socket fd>``. It imports ``model.py`` as Triton's stub does (``<version>.model``, also
+``model``; ``repo_schema/python_model_import.py``), with ``sys.argv == ['']``, and runs ``initialize``, ``execute``
 (also ``async def``), ``finalize`` and ``auto_complete_config`` on the server's word. Requests
 and responses arrive and leave as ``wire`` messages; what a model asks of the server while it
 runs (a response sender's ``send``, ``is_cancelled``, BLS ``exec`` / ``async_exec``, ``Logger``)
@@ -44,6 +44,7 @@ PB_UTILS_NAME = "triton_python_backend_utils"
 MODEL_MODULE = "model"
 _PB_UTILS_FILE = Path(__file__).resolve().parent.parent / "backends" / "pb_utils.py"
 _NUMPY_COMPAT_FILE = _PB_UTILS_FILE.with_name("numpy_compat.py")
+_MODEL_IMPORT_FILE = _PB_UTILS_FILE.parent.parent.parent / "repo_schema" / "python_model_import.py"
 # True while code runs that the instance waits for (a sync execute, an ordinary model's coroutine):
 # a BLS request made there holds the instance, as the server's deadlock check needs to know.
 HOLDS = contextvars.ContextVar("tritonctl_stub_holds", default=False)
@@ -356,12 +357,14 @@ class Stub:
         compat = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(compat)
         compat.restore_numpy1_names()  # models written for Triton's numpy 1.x stub, as in thread mode
+        spec = importlib.util.spec_from_file_location("tritonctl_python_model_import", _MODEL_IMPORT_FILE)
+        model_import = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(model_import)
         self.model_file = Path(message["model_file"])
-        sys.path.insert(0, message["version_dir"])
-        spec = importlib.util.spec_from_file_location(MODEL_MODULE, self.model_file)
-        module = importlib.util.module_from_spec(spec)
+        sys.path[0:0] = model_import.model_search_paths(self.model_file)
+        # Triton's package is the version ("1.model"); `import model` gives the same module
+        module = model_import.import_model_file(self.model_file.parent.name, self.model_file)
         sys.modules[MODEL_MODULE] = module
-        spec.loader.exec_module(module)
         return module
 
     def load(self, message: dict) -> dict:
