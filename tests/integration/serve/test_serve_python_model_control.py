@@ -112,3 +112,45 @@ def test_outside_explicit_mode_loading_is_refused(tmp_path, transports):
         assert order(client, "ready", "target") == {"result": True}
         refused = order(client, "unload", "target")["refused"]
     assert refused == "explicit model load / unload is not allowed if polling is enabled"
+
+
+# As Triton's qa/python_models/bls_model_loading: the loading API works in initialize (BLS does not).
+STARTER = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.seen = {"before": pb_utils.is_model_ready("target")}
+        pb_utils.load_model("target")
+        self.seen["after"] = pb_utils.is_model_ready("target")
+        request = pb_utils.InferenceRequest(model_name="target", requested_output_names=["OUT"],
+                                            inputs=[pb_utils.Tensor("IN", np.zeros((1, 2), np.float32))])
+        try:
+            request.exec()
+        except pb_utils.TritonModelException as exc:
+            self.seen["bls"] = str(exc)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("ANSWER", np.array([json.dumps(self.seen)], object))])
+                for _ in requests]
+'''
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_initialize_loads_another_model_but_sends_it_no_request(tmp_path, isolation):
+    repo = tmp_path / "repo"
+    write_python_model(repo, "starter", STRING_IO, STARTER)
+    write_python_model(repo, "target", FP32_IO, ADD_ONE)
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, control_mode="explicit",
+                           load_models=["starter"], python_isolation=isolation)
+    with BackgroundServer(options) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.is_model_ready("target")
+        tensor = httpclient.InferInput("ORDER", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array(["what did initialize see?"], dtype=object))
+        seen = json.loads(client.infer("starter", [tensor]).as_numpy("ANSWER")[0])
+    assert seen["before"] is False and seen["after"] is True
+    assert seen["bls"].startswith("BLS is only supported during the 'execute' function.")

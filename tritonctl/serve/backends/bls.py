@@ -70,13 +70,14 @@ def current_caller(attempt: str = "a BLS request (exec / async_exec)") -> Caller
                                         "in its methods, or in a thread they start")
 
 
-def _server_of(backend, attempt: str = "BLS requests"):
-    """The server that serves ``backend`` (python.PythonBackend), as its load handed it over."""
+def _server_of(backend):
+    """The server that serves ``backend`` (python.PythonBackend), as its load handed it over. BLS
+    requests are refused before the instance serves and after (initialize, finalize), as in Triton."""
     server = backend.host.server
     if not backend.bls_ready:
         if server is None or not _serves(server, backend):
-            raise pb_utils.TritonModelException(f"model instance '{backend.instance.name}' is not serving (yet): "
-                                                f"{attempt} work in execute(), not in initialize() or finalize()")
+            raise pb_utils.TritonModelException(f"BLS is only supported during the 'execute' function. (model "
+                                                f"instance '{backend.instance.name}' is not serving)")
         backend.bls_ready = True
     return server
 
@@ -86,7 +87,11 @@ class ModelControl:
     repository API's load and unload of the server that serves it (explicit model control mode)."""
 
     def __init__(self, backend):
-        self._manager = _server_of(backend, "load_model, unload_model and is_model_ready").manager
+        server = backend.host.server  # set before any model loads; also in initialize and finalize, as in Triton
+        if server is None:
+            raise pb_utils.TritonModelException("load_model, unload_model and is_model_ready need the server that "
+                                                f"serves model instance '{backend.instance.name}'; none runs")
+        self._manager = server.manager
 
     def load(self, name: str, parameters: dict) -> None:
         _as_value_error(self._manager.load_from_api, name, parameters)

@@ -97,7 +97,8 @@ class ModelManager:
         self.strict_readiness = strict_readiness
         self.drain_timeout_s = drain_timeout_s
         self.models: dict[str, ModelEntry] = {}
-        self._lock = threading.RLock()
+        self._locks_lock = threading.Lock()
+        self._model_locks: dict[str, threading.RLock] = {}
         self.loading: Counter = Counter()  # model name -> loads of it running now
 
     # ---- discovery and loading -------------------------------------------------------------
@@ -144,8 +145,14 @@ class ModelManager:
             if not self.loading[name]:
                 del self.loading[name]
 
+    def _model_lock(self, name: str) -> threading.RLock:
+        """One lock per model name: the loads and unloads of a model take turns, while other models'
+        go on (a Python model's initialize may load another one with pb_utils.load_model)."""
+        with self._locks_lock:
+            return self._model_locks.setdefault(name, threading.RLock())
+
     def _load(self, name: str, model_dir: Path, config_override: str | None) -> None:
-        with self._lock:
+        with self._model_lock(name):
             old = self.models.get(name)
             serving = old is not None and bool(old.versions)
             entry = ModelEntry(name, model_dir, overridden=config_override is not None,
@@ -256,7 +263,7 @@ class ModelManager:
             model_version.stop(self.drain_timeout_s)
 
     def unload(self, name: str) -> None:
-        with self._lock:
+        with self._model_lock(name):
             entry = self.models.get(name)
             if entry is None:
                 return
@@ -265,7 +272,7 @@ class ModelManager:
             versions = list(entry.versions.values())
             entry.versions = {}
         self._retire(versions)
-        with self._lock:
+        with self._model_lock(name):
             entry.states = {v: VersionState(UNAVAILABLE, "unloaded") for v in entry.states}
             entry.unloaded = True
             entry.error = ""
@@ -282,8 +289,7 @@ class ModelManager:
             self.unload(name)
 
     def stop(self, timeout_s: float | None = None) -> None:
-        with self._lock:
-            versions = [mv for entry in self.models.values() for mv in entry.versions.values()]
+        versions = [mv for entry in list(self.models.values()) for mv in list(entry.versions.values())]
         for model_version in versions:
             model_version.stop(timeout_s)
 
