@@ -173,6 +173,6 @@ def test_repository_loads_get_well_formed_answers(served, fuzzed_model, name, bo
         status, reply = response.status, response.read()
     finally:
         conn.close()
-    assert status in {200, 400, 501}, (status, reply)  # 501: 'file:' contents inside the model, not supported
+    assert status in {200, 400}, (status, reply)
     if status != 200:
         assert json.loads(reply)["error"]

@@ -29,6 +29,9 @@ class TritonPythonModel:
             try:
                 if op == "load":
                     result = pb_utils.load_model(name, config=extra)
+                elif op == "load_files":  # extra: [config, {"file:...": text}]
+                    config, files = json.loads(extra)
+                    result = pb_utils.load_model(name, config, {k: v.encode() for k, v in files.items()})
                 elif op == "unload":
                     result = pb_utils.unload_model(name)
                 else:
@@ -92,6 +95,20 @@ def test_a_model_loads_reloads_and_unloads_another(served):
     assert client.get_model_config("target")["max_batch_size"] == 2
     assert order(client, "unload", "target") == {"result": None}
     assert order(client, "ready", "target") == {"result": False} and not client.is_model_ready("target")
+
+
+def test_a_model_loads_another_from_files_it_sends(served):
+    client = httpclient.InferenceServerClient(served.http_url)
+    config = {"backend": "python", "max_batch_size": 4, "input": [{"name": "IN", "data_type": "TYPE_FP32",
+              "dims": [2]}], "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}]}
+    files = {"file:1/model.py": ADD_ONE.replace("+ 1)", "+ 10)")}
+    assert order(client, "load_files", "made", json.dumps([json.dumps(config), files])) == {"result": None}
+    tensor = httpclient.InferInput("IN", [1, 2], "FP32")
+    tensor.set_data_from_numpy(np.array([[1, 2]], np.float32))
+    assert client.infer("made", [tensor]).as_numpy("OUT").tolist() == [[11, 12]]
+    refused = order(client, "load_files", "made", json.dumps(["", files]))["refused"]
+    assert refused.startswith("failed to load 'made', failed to poll from model repository: Load parameter 'config' "
+                              "must be specified for model file override")
 
 
 def test_what_the_server_refuses_reaches_the_model(served):

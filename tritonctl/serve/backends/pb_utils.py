@@ -412,11 +412,15 @@ def _model_control():
 
 def load_model(model_name: str, config: str = "", files: dict | None = None) -> None:
     """Load (or reload) ``model_name`` from the repository, with ``config`` (the model's config as
-    JSON) in place of its config.pbtxt; the server must run in explicit model control mode."""
+    JSON) in place of its config.pbtxt, or from ``files`` ({"file:<version>/<name>": bytes}, which
+    need ``config``); the server must run in explicit model control mode."""
     if not isinstance(model_name, str) or not isinstance(config, str):
         raise TritonModelException("load_model() takes the model's name and its config as str")
     parameters: dict = {"config": config} if config else {}
-    parameters.update({str(key): "" for key in files or {}})  # the server refuses file overrides, naming them
+    for key, content in (files or {}).items():
+        if not isinstance(key, str) or not isinstance(content, (bytes, bytearray)):
+            raise TritonModelException("load_model() takes files as a dict of 'file:<version>/<name>' to bytes")
+        parameters[key] = bytes(content)
     _refused_as_exception(_model_control().load, model_name, parameters)
 
 

@@ -34,6 +34,7 @@ from tritonctl.serve.backends.python_env import python_for
 from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.custom_metrics import MetricError
 from tritonctl.serve.core.errors import ServeError, internal
+from tritonctl.serve.core.override_files import decode_base64_files
 from tritonctl.serve.stub import wire
 from tritonctl.serve.stub.main import BOOTSTRAP
 
@@ -352,14 +353,14 @@ class ProcessPythonBackend(PythonBackend):
         try:
             control = bls.ModelControl(self)
             op, name = message["control_op"], message["name"]
-            if op == "load":
-                answer = {"value": control.load(name, message["parameters"])}
+            if op == "load":  # file contents come as base64 text in the stub's JSON
+                answer = {"value": control.load(name, decode_base64_files(name, message["parameters"]))}
             elif op == "unload":
                 answer = {"value": control.unload(name)}
             else:
                 answer = {"value": control.ready(name, message["version"])}
-        except (ValueError, KeyError, TypeError, pb_utils.TritonModelException) as exc:
-            answer = {"raise": str(exc)}
+        except (ValueError, KeyError, TypeError, ServeError, pb_utils.TritonModelException) as exc:
+            answer = {"raise": exc.message if isinstance(exc, ServeError) else str(exc)}
         self._reply(message, answer)
 
     def _reply(self, message: dict, answer: dict) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonctl.repo_schema.repository import model_dirs, version_dirs
+from tritonctl.serve.core import override_files
 from tritonctl.serve.core.backend_api import BackendLoadError, BackendRegistry, ServerHandle
 from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
@@ -40,6 +41,7 @@ class ModelEntry:
     fingerprint: tuple = ()
     unloaded: bool = False
     overridden: bool = False  # loaded with the load API's ``config`` instead of the files on disk
+    owns_dir: bool = False  # model_dir holds the load API's files (override_files): removed with the entry
     failed_fingerprint: tuple | None = None  # the files of a reload that failed while this entry served (not retried)
     reload_error: str = ""  # why the last reload failed while this entry served (the index tells it)
 
@@ -129,17 +131,18 @@ class ModelManager:
             return False
         return True
 
-    def load(self, name: str, config_override: str | None = None) -> None:
-        """Load or reload ``name``; the previous versions keep serving until the new ones are ready.
+    def load(self, name: str, config_override: str | None = None, files_dir: Path | None = None) -> None:
+        """Load or reload ``name`` (from ``files_dir``, a directory of the load API's files, else
+        from the repository); the previous versions keep serving until the new ones are ready.
         A load that fails changes nothing that serves: the versions that were serving go on
         (the new ones are dropped); a model that served nothing is recorded with its reason."""
         check_model_name(name)
-        model_dir = self.repository / name
+        model_dir = files_dir or self.repository / name
         if not model_dir.is_dir():
             raise invalid_arg(f"failed to load '{name}', failed to poll from model repository")
         self.loading[name] += 1
         try:
-            self._load(name, model_dir, config_override)
+            self._load(name, model_dir, config_override, owns_dir=files_dir is not None)
         finally:
             self.loading[name] -= 1
             if not self.loading[name]:
@@ -151,14 +154,15 @@ class ModelManager:
         with self._locks_lock:
             return self._model_locks.setdefault(name, threading.RLock())
 
-    def _load(self, name: str, model_dir: Path, config_override: str | None) -> None:
+    def _load(self, name: str, model_dir: Path, config_override: str | None, owns_dir: bool) -> None:
         with self._model_lock(name):
             old = self.models.get(name)
             serving = old is not None and bool(old.versions)
             entry = ModelEntry(name, model_dir, overridden=config_override is not None,
-                               fingerprint=fingerprint(model_dir))
+                               fingerprint=fingerprint(model_dir), owns_dir=owns_dir)
             try:
-                check_model_dir(self.repository, model_dir, self.config_name)
+                if not owns_dir:
+                    check_model_dir(self.repository, model_dir, self.config_name)
                 if config_override is None:
                     check_disk_config(model_dir, self.config_name)
             except Escape as exc:
@@ -222,27 +226,41 @@ class ModelManager:
         raise invalid_arg(message)
 
     def load_from_api(self, name: str, parameters: dict) -> None:
-        """The repository API's load: explicit mode only, an optional ``config`` JSON override."""
+        """The repository API's load: explicit mode only, an optional ``config`` JSON override, and
+        optional ``file:<version>/<name>`` files (bytes) to load the model from (override_files)."""
         check_model_name(name)
         if self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        files = {}
         for key, value in parameters.items():
             if key == "config":
                 if not isinstance(value, (str, bytes)):
                     raise invalid_arg(f"failed to load '{name}': the 'config' parameter must be a string holding "
                                       f"the model's ModelConfig as JSON, got {type(value).__name__}")
-            elif key.startswith("file:"):
+            elif key.startswith(override_files.PREFIX):
                 try:
                     check_file_override(key, name)
                 except Escape as exc:
-                    raise invalid_arg(f"failed to load '{name}': {exc}") from None
-        if any(key.startswith("file:") for key in parameters):
-            if "config" not in parameters:
-                raise invalid_arg(f"failed to load '{name}', 'file:' parameters need a 'config' parameter too")
-            raise ServeError(Status.UNSUPPORTED, f"failed to load '{name}': 'file:' model file overrides are not "
-                                                 "supported by tritonctl serve yet")
+                    raise override_files.poll_failure(name, str(exc)) from None
+                if not isinstance(value, bytes):
+                    raise override_files.poll_failure(name, f"File parameter '{key}' must have bytes type for its "
+                                                            "value")
+                files[key] = value
         config = parameters.get("config")
-        self.load(name, config.decode() if isinstance(config, bytes) else config)
+        config = config.decode() if isinstance(config, bytes) else config
+        if not files:
+            self.load(name, config)
+            return
+        if config is None:
+            raise override_files.poll_failure(name, "Load parameter 'config' must be specified for model file "
+                                                    "override")
+        files_dir = override_files.write_model_dir(name, files)
+        try:
+            self.load(name, config, files_dir)
+        finally:
+            entry = self.models.get(name)
+            if entry is None or entry.model_dir != files_dir:  # a failed reload: the old versions go on
+                override_files.remove_model_dir(files_dir)
 
     def unload_from_api(self, name: str) -> None:
         check_model_name(name)
@@ -255,12 +273,17 @@ class ModelManager:
         if old is None:
             return
         retired = [mv for v, mv in old.versions.items() if entry.versions.get(v) is not mv]
-        if retired:
-            threading.Thread(target=self._retire, args=(retired,), daemon=True).start()
+        gone = old if old.owns_dir and old.model_dir != entry.model_dir else None
+        if retired or gone:
+            threading.Thread(target=self._retire, args=(retired, gone), daemon=True).start()
 
-    def _retire(self, versions: list[ModelVersion]) -> None:
+    def _retire(self, versions: list[ModelVersion], gone: ModelEntry | None = None) -> None:
+        """Stop ``versions``; then remove the load API's files of ``gone``, an entry replaced or unloaded."""
         for model_version in versions:
             model_version.stop(self.drain_timeout_s)
+        if gone is not None and gone.owns_dir:
+            gone.owns_dir = False
+            override_files.remove_model_dir(gone.model_dir)
 
     def unload(self, name: str) -> None:
         with self._model_lock(name):
@@ -271,7 +294,7 @@ class ModelManager:
                 entry.states[version] = VersionState(UNLOADING)
             versions = list(entry.versions.values())
             entry.versions = {}
-        self._retire(versions)
+        self._retire(versions, entry)
         with self._model_lock(name):
             entry.states = {v: VersionState(UNAVAILABLE, "unloaded") for v in entry.states}
             entry.unloaded = True
@@ -289,9 +312,13 @@ class ModelManager:
             self.unload(name)
 
     def stop(self, timeout_s: float | None = None) -> None:
-        versions = [mv for entry in list(self.models.values()) for mv in list(entry.versions.values())]
-        for model_version in versions:
+        entries = list(self.models.values())
+        for model_version in [mv for entry in entries for mv in list(entry.versions.values())]:
             model_version.stop(timeout_s)
+        for entry in entries:
+            if entry.owns_dir:
+                entry.owns_dir = False
+                override_files.remove_model_dir(entry.model_dir)
 
     # ---- lookups ----------------------------------------------------------------------------
     def get(self, name: str, version: str = "") -> ModelVersion:

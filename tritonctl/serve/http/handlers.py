@@ -16,6 +16,7 @@ from urllib.parse import unquote_to_bytes
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg
+from tritonctl.serve.core import override_files
 from tritonctl.serve.core import restrictions as restricted
 from tritonctl.serve.core.header_forward import HeaderForwarding
 from tritonctl.serve.core.restrictions import Restrictions
@@ -370,7 +371,8 @@ class HttpHandlers:
     async def repository_action(self, action: str, name: str, params: dict) -> None:
         manager = self.server.manager
         loop = asyncio.get_running_loop()
-        if action == "load":
+        if action == "load":  # file contents come as base64 text in JSON
+            params = override_files.decode_base64_files(name, params)
             await loop.run_in_executor(None, manager.load_from_api, name, params)
         else:
             await loop.run_in_executor(None, manager.unload_from_api, name)

@@ -17,6 +17,7 @@ server's answers to calls on the other socket, so they reach a model waiting in 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import importlib.util
 import inspect
@@ -107,8 +108,9 @@ class ServerModelControl:
     def _ask(self, op: str, name: str, **fields):
         return ask_server({"what": "model_control", "control_op": op, "name": name, **fields})
 
-    def load(self, name, parameters) -> None:
-        self._ask("load", name, parameters=parameters)
+    def load(self, name, parameters) -> None:  # files' bytes as base64 text: the messages are JSON
+        self._ask("load", name, parameters={key: base64.b64encode(value).decode() if isinstance(value, bytes)
+                                            else value for key, value in parameters.items()})
 
     def unload(self, name) -> None:
         self._ask("unload", name)
