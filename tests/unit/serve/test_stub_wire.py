@@ -1,6 +1,7 @@
 """The protocol between the server and a Python model's stub process: tensors of every datatype
-survive shared memory unchanged (property-based), the reader's arrays are writable views whose
-file is gone at once, control messages keep their framing, and a dead peer reads as None."""
+cross unchanged (property-based), after their message on the socket or, when larger, in shared
+memory; the reader's arrays are writable views (a file is gone at once), control messages keep
+their framing, and a dead peer reads as None."""
 
 from __future__ import annotations
 
@@ -35,13 +36,29 @@ def bytes_arrays():
         .map(lambda items: np.array(items + [b""], dtype=object)[:-1].reshape(shape)))
 
 
+def crossed(metas: list, where) -> list:
+    """What the reader of a message gets: inline bytes go through a real socket pair."""
+    left, right = socket.socketpair()
+    try:
+        wire.Channel(left).send({"op": "x", "shm": where})
+        message = wire.Channel(right).receive()
+    finally:
+        left.close()
+        right.close()
+    assert isinstance(where, str) == isinstance(message["shm"], str)
+    return wire.unpack(metas, message["shm"])
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(numeric_arrays(), bytes_arrays()), max_size=5))
-def test_tensors_cross_unchanged(arrays):
+@given(st.lists(st.one_of(numeric_arrays(), bytes_arrays()), max_size=5), st.booleans())
+def test_tensors_cross_unchanged(arrays, large):
+    if large:  # past the inline limit: a shared-memory file
+        arrays = arrays + [np.zeros(wire.INLINE_BYTES // 8 + 1, np.float64)]
     tensors = [(f"T{i}", array) for i, array in enumerate(arrays)]
-    metas, path = wire.pack(tensors, PREFIX)
-    back = wire.unpack(metas, path)
-    assert path is None or not os.path.exists(path)  # the reader unlinks the file at once
+    metas, where = wire.pack(tensors, PREFIX)
+    assert isinstance(where, str) == large
+    back = crossed(metas, where)
+    assert not isinstance(where, str) or not os.path.exists(where)  # the reader unlinks the file at once
     assert [name for name, _ in back] == [name for name, _ in tensors]
     for (_, sent), (_, got) in zip(tensors, back):
         assert got.shape == sent.shape and got.dtype == sent.dtype
@@ -51,10 +68,15 @@ def test_tensors_cross_unchanged(arrays):
 def test_text_elements_arrive_as_bytes_and_arrays_are_writable():
     metas, path = wire.pack([("S", np.array(["é", "b"], dtype=object)), ("F", np.arange(4, dtype=np.float32))],
                             PREFIX)
-    (_, text), (_, floats) = wire.unpack(metas, path)
+    (_, text), (_, floats) = crossed(metas, path)
     assert text.tolist() == ["é".encode(), b"b"]
-    floats += 1  # a copy-on-write mapping: the model may change its inputs in place
+    floats += 1  # the model may change its inputs in place
     assert floats.tolist() == [1, 2, 3, 4]
+    big = np.arange(wire.INLINE_BYTES, dtype=np.int32)
+    metas, path = wire.pack([("BIG", big)], PREFIX)
+    (_, got), = crossed(metas, path)
+    got += 1  # a copy-on-write mapping of the file
+    assert np.array_equal(got, big + 1)
 
 
 def test_bytes_elements_that_are_not_bytes_arrive_as_their_str():
@@ -63,7 +85,7 @@ def test_bytes_elements_that_are_not_bytes_arrive_as_their_str():
     assert wire.unpack(metas, path)[0][1].tolist() == [b"1", b"123.123", b"True", str(1 << 40).encode(), b"x"]
 
 
-def test_groups_share_one_file():
+def test_groups_share_one_layout():
     groups = [[("A", np.ones(3, np.int32))], None, [], [("B", np.zeros((2, 2), np.float64)), ("C", np.array([b"x"],
                                                                                                           object))]]
     metas, path = wire.pack_groups(groups, PREFIX)
@@ -73,7 +95,7 @@ def test_groups_share_one_file():
 
 
 def test_leftovers_of_an_instance_are_removed():
-    _, path = wire.pack([("A", np.ones(8))], PREFIX + "gone-")
+    _, path = wire.pack([("A", np.ones(wire.INLINE_BYTES))], PREFIX + "gone-")
     assert os.path.exists(path)
     wire.remove_leftovers(PREFIX + "gone-")
     assert not os.path.exists(path)

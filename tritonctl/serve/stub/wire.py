@@ -1,12 +1,15 @@
 """What the server and a Python model's stub process say to each other.
 
-Control messages are small JSON objects, each framed by its length (4 bytes, little endian), on
-Unix socket pairs (orders and their results; calls and their answers). Tensors never travel in
-them: each message that carries tensors writes them into
-a shared-memory file of its own (``/dev/shm`` where there is one), and the message names the file
-and where each tensor lies in it. The reader maps the file copy-on-write, so its arrays are
-writable views without a copy, and unlinks it at once. Files are named after the instance
-(``prefix``), so what a dead process left behind can be removed (``remove_leftovers``).
+Control messages are small JSON objects on Unix socket pairs (orders and their results; calls and
+their answers), each framed by two lengths (4 bytes each, little endian): the JSON's, then that of
+the tensor bytes that follow it. Tensors never travel in the JSON, and are never pickled: a
+message's tensors, laid out one after the other (``pack``), follow it on the socket when they
+hold at most ``INLINE_BYTES`` (no file to make, map and remove: most requests), else they are
+written into a shared-memory file of the message's own (``/dev/shm`` where there is one), which
+the message names. Either way the message's ``shm`` says where its tensors are, and the reader's
+arrays are writable views without a copy: over the bytes received, or over the file mapped
+copy-on-write (unlinked at once). Files are named after the instance (``prefix``), so what a dead
+process left behind can be removed (``remove_leftovers``).
 BYTES tensors are written as Triton serializes them: each element a 4-byte length and its bytes
 (an element that is not bytes as its ``str()``, so ``1``, ``1.5`` and ``True`` arrive as text).
 """
@@ -25,8 +28,11 @@ import threading
 import numpy as np
 
 _LENGTH = struct.Struct("<I")
+_FRAME = struct.Struct("<II")  # the JSON's length, the inline tensor bytes' length
 _ALIGN = 64
 BYTES = "BYTES"
+INLINE_BYTES = 64 * 1024  # tensors up to this size follow their message on the socket
+_INLINE = "inline"  # a message's ``shm`` on the socket when its tensors follow it
 
 
 def shm_directory() -> str:
@@ -50,30 +56,44 @@ class Channel:
         self._send_lock = threading.Lock()
 
     def send(self, message: dict) -> None:
+        """Send ``message``; tensor bytes in its ``shm`` (from ``pack``) follow the JSON."""
+        payload = message.get("shm")
+        if isinstance(payload, (bytes, bytearray)):
+            message = {**message, "shm": _INLINE}
+        else:
+            payload = b""
         data = json.dumps(message, separators=(",", ":")).encode()
         with self._send_lock:
-            self.sock.sendall(_LENGTH.pack(len(data)) + data)
+            self.sock.sendall(b"".join((_FRAME.pack(len(data), len(payload)), data, payload)))
 
     def receive(self) -> dict | None:
-        """The next message, or None once the other side has gone."""
-        header = self._exactly(_LENGTH.size)
+        """The next message (with its inline tensor bytes, writable, as its ``shm``), or None once
+        the other side has gone."""
+        header = self._exactly(_FRAME.size)
         if header is None:
             return None
-        body = self._exactly(_LENGTH.unpack(header)[0])
-        return None if body is None else json.loads(body)
+        size, payload_size = _FRAME.unpack(header)
+        body = self._exactly(size)
+        payload = self._exactly(payload_size) if body is not None and payload_size else bytearray()
+        if body is None or payload is None:
+            return None
+        message = json.loads(body)
+        if message.get("shm") == _INLINE:
+            message["shm"] = payload
+        return message
 
-    def _exactly(self, size: int) -> bytes | None:
-        chunks, left = [], size
-        while left:
+    def _exactly(self, size: int) -> bytearray | None:
+        buffer = bytearray(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
             try:
-                chunk = self.sock.recv(min(left, 1 << 20))
+                count = self.sock.recv_into(view[got:], min(size - got, 1 << 20))
             except OSError:
                 return None
-            if not chunk:
+            if not count:
                 return None
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            got += count
+        return buffer
 
     def close(self) -> None:
         try:
@@ -104,9 +124,10 @@ def _deserialize_bytes(buffer: memoryview, shape: list[int]) -> np.ndarray:
     return out.reshape(shape)
 
 
-def pack(tensors: list[tuple[str, np.ndarray]], prefix: str) -> tuple[list[dict], str | None]:
-    """Write ``tensors`` (name, array) into a new shared-memory file: their descriptions, in
-    order, and the file's path (None when they hold no bytes)."""
+def pack(tensors: list[tuple[str, np.ndarray]], prefix: str) -> tuple[list[dict], bytearray | str | None]:
+    """Lay ``tensors`` (name, array) out for a message's ``shm``: their descriptions, in order, and
+    where they are: their bytes (at most INLINE_BYTES, sent after the message), else the path of
+    a new shared-memory file holding them (None when they hold no bytes)."""
     metas, pieces, total = [], [], 0
     for name, array in tensors:
         array = np.asarray(array)
@@ -122,17 +143,15 @@ def pack(tensors: list[tuple[str, np.ndarray]], prefix: str) -> tuple[list[dict]
         total += -(-meta["size"] // _ALIGN) * _ALIGN
     if total == 0:
         return metas, None
+    if total <= INLINE_BYTES:
+        buffer = bytearray(total)
+        _fill(buffer, metas, pieces)
+        return metas, buffer
     fd, path = tempfile.mkstemp(prefix=prefix, dir=shm_directory())
     try:
         os.ftruncate(fd, total)
         with mmap.mmap(fd, total) as mapped:
-            for meta, data in zip(metas, pieces):
-                if not meta["size"]:
-                    continue
-                if isinstance(data, bytes):
-                    mapped[meta["offset"]:meta["offset"] + meta["size"]] = data
-                else:
-                    np.ndarray(data.shape, data.dtype, buffer=mapped, offset=meta["offset"])[...] = data
+            _fill(mapped, metas, pieces)
     except BaseException:
         os.unlink(path)
         raise
@@ -141,17 +160,28 @@ def pack(tensors: list[tuple[str, np.ndarray]], prefix: str) -> tuple[list[dict]
     return metas, path
 
 
-def unpack(metas: list[dict], path: str | None) -> list[tuple[str, np.ndarray]]:
-    """The tensors ``pack`` wrote, as arrays over the file mapped copy-on-write; the file is
-    unlinked (the mapping lives as long as the arrays)."""
-    mapped = None
-    if path is not None:
-        fd = os.open(path, os.O_RDONLY)
+def _fill(buffer, metas: list[dict], pieces: list) -> None:
+    for meta, data in zip(metas, pieces):
+        if not meta["size"]:
+            continue
+        if isinstance(data, bytes):
+            buffer[meta["offset"]:meta["offset"] + meta["size"]] = data
+        else:
+            np.ndarray(data.shape, data.dtype, buffer=buffer, offset=meta["offset"])[...] = data
+
+
+def unpack(metas: list[dict], where: bytearray | str | None) -> list[tuple[str, np.ndarray]]:
+    """The tensors ``pack`` laid out, as writable arrays over the bytes received with the message,
+    or over the file mapped copy-on-write (the file is unlinked; the mapping lives as long as the
+    arrays)."""
+    mapped = where
+    if isinstance(where, str):
+        fd = os.open(where, os.O_RDONLY)
         try:
             mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
         finally:
             os.close(fd)
-            os.unlink(path)
+            os.unlink(where)
     tensors = []
     for meta in metas:
         shape = meta["shape"]
@@ -166,7 +196,7 @@ def unpack(metas: list[dict], path: str | None) -> list[tuple[str, np.ndarray]]:
     return tensors
 
 
-def pack_groups(groups: list, prefix: str) -> tuple[list, str | None]:
+def pack_groups(groups: list, prefix: str) -> tuple[list, bytearray | str | None]:
     """``pack`` for several lists of tensors (or None) in one file: their descriptions by list."""
     flat = [tensor for group in groups if group is not None for tensor in group]
     metas, path = pack(flat, prefix)
@@ -180,8 +210,8 @@ def pack_groups(groups: list, prefix: str) -> tuple[list, str | None]:
     return out, path
 
 
-def unpack_groups(groups: list, path: str | None) -> list:
-    flat = unpack([meta for group in groups if group is not None for meta in group], path)
+def unpack_groups(groups: list, where: bytearray | str | None) -> list:
+    flat = unpack([meta for group in groups if group is not None for meta in group], where)
     out, at = [], 0
     for group in groups:
         if group is None:
