@@ -191,7 +191,7 @@ def serve(
         grpc_transport=grpc_transport.value, http_transport=http_transport.value,
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
-        grpc_restricted_protocol=list(grpc_restricted_protocol))
+        grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)
@@ -206,9 +206,10 @@ def serve(
 
 
 def _configure_logging(verbose: int, log_format: LogFormat) -> None:
-    date = "%Y-%m-%dT%H:%M:%SZ" if log_format is LogFormat.ISO8601 else "%H:%M:%S"
+    from tritonctl.serve.core.log_settings import DATE_FORMATS
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname).1s %(name)s] %(message)s", datefmt=date)
+                        format="%(asctime)s %(levelname).1s %(name)s] %(message)s", datefmt=DATE_FORMATS[log_format.value])
     if not verbose:
         logging.getLogger("uvicorn").setLevel(logging.WARNING)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)

@@ -23,6 +23,7 @@ from tritonctl.serve.core.errors import unavailable
 from tritonctl.serve.core.header_forward import header_forwarding
 from tritonctl.serve.core.restrictions import grpc_restrictions, http_restrictions
 from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.log_settings import LogSettings
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
 from tritonctl.serve.core.trace_config import parse_trace_config
@@ -71,6 +72,9 @@ class ServeOptions:
     # that need a header (core/restrictions.py); empty: none do
     http_restricted_api: list[str] = field(default_factory=list)
     grpc_restricted_protocol: list[str] = field(default_factory=list)
+    # tritonserver's --log-verbose and --log-format: the log settings the server starts with
+    log_verbose: int = 0
+    log_format: str = "default"
 
 
 class ServerRuntime:
@@ -88,7 +92,7 @@ class ServerRuntime:
         self.grpc_forwarding = header_forwarding(options.grpc_header_forward_pattern, "--grpc-header-forward-pattern")
         self.http_restrictions = http_restrictions(options.http_restricted_api)  # RestrictionError (a ValueError)
         self.grpc_restrictions = grpc_restrictions(options.grpc_restricted_protocol)
-        self.server = InferenceServer(self.manager, trace)
+        self.server = InferenceServer(self.manager, trace, LogSettings(options.log_verbose, options.log_format))
         self.http_port: int | None = None
         self.grpc_port: int | None = None
         self.metrics_port: int | None = None

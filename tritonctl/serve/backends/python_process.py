@@ -140,15 +140,16 @@ class StubProcess:
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def stop(self, timeout_s: float) -> None:
-        """End the process: it exits once its socket closes; killed after ``timeout_s``."""
+        """End the process: it exits once its orders' socket closes (or by itself after finalize);
+        killed after ``timeout_s``. What it sent before it ended (its last log lines) is read first."""
         self.orders.close()
-        self.channel.close()
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
         self._reader.join(timeout_s)
+        self.channel.close()
         wire.remove_leftovers(self.prefix)
 
 
@@ -260,8 +261,7 @@ class ProcessPythonBackend(PythonBackend):
         self._stub = StubProcess(python, env, self.instance.name, self._on_message)
         self._remote = RemoteModel(self, self._stub)
         try:
-            reply = self._stub.request({"op": "load", "model_file": str(self.model_file), "decoupled": self.decoupled,
-                                        "log_level": model_log.getEffectiveLevel()})
+            reply = self._stub.request({"op": "load", "model_file": str(self.model_file), "decoupled": self.decoupled})
         except StubDied:
             raise BackendLoadError(f"failed to load python model '{self.config.name}': its stub process "
                                    f"ended ({self._stub.exit_reason()}) while loading '{self.model_file}'") from None

@@ -9,13 +9,14 @@ import time
 from tritonctl.repo_schema.pb_config import config_to_json
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found
 from tritonctl.serve.core.in_flight import InFlight
+from tritonctl.serve.core.log_settings import LogSettings
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
 from tritonctl.serve.core.shm import SharedMemoryManager
 from tritonctl.serve.core.trace import TraceManager
 from tritonctl.serve.core.trace_config import TraceConfig
-from tritonctl.serve.core.types import InferRequest, InferResponse, Stream
+from tritonctl.serve.core.types import InferRequest, Stream
 
 EXTENSIONS = ["classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
               "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
@@ -25,7 +26,8 @@ PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this 
 
 
 class InferenceServer:
-    def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None):
+    def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None,
+                 log_settings: LogSettings | None = None):
         self.manager = manager
         manager.host.server = self  # the handle the manager's model instances got at load (BLS)
         self.shm = SharedMemoryManager()
@@ -34,8 +36,7 @@ class InferenceServer:
         self.stopping = False
         self.in_flight = InFlight()  # requests taken and not yet answered
         self.streams: set = set()  # open gRPC streams (grpc.stream.StreamSession), which ``end`` on a stop
-        self.log_settings = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
-                             "log_verbose_level": 0, "log_format": "default"}
+        self.log_settings = log_settings or LogSettings()
 
     # ---- health and metadata -------------------------------------------------------------------
     def ready(self) -> bool:
@@ -125,6 +126,7 @@ class InferenceServer:
         """Release shared-memory regions and write the buffered traces (server stop)."""
         self.shm.close()
         self.traces.close()
+        self.log_settings.close()
 
     def infer_stream(self, request: InferRequest, push: Stream) -> bool:
         """Submit from an event loop for a client that takes several responses per request (gRPC

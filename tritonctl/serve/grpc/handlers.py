@@ -300,10 +300,8 @@ class GrpcHandlers:
         return service_pb2.RepositoryModelUnloadResponse()
 
     async def LogSettings(self, request):
-        settings = self.server.log_settings
-        for key, value in request.settings.items():
-            if key in settings and key != "log_file":
-                settings[key] = parameter_value(value)
+        changes = {key: parameter_value(value) for key, value in request.settings.items()}
+        settings = self.server.log_settings.update(changes)
         response = service_pb2.LogSettingsResponse()
         for key, value in settings.items():
             target = response.settings[key]

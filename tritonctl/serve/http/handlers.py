@@ -414,17 +414,12 @@ class HttpHandlers:
         if method == "POST":
             body = self.body(request)
             update = parse_json(body) if body.strip() else {}
-            for key, value in update.items():
-                if key not in settings or key == "log_file":
-                    raise invalid_arg(f"unknown or read-only logging setting '{key}'")
-                if key == "log_verbose_level" and (not isinstance(value, int) or value < 0):
-                    raise invalid_arg("log_verbose_level must be a non-negative integer")
-                settings[key] = value
-            logging.getLogger("tritonctl.serve").setLevel(
-                logging.DEBUG if settings["log_verbose_level"] else logging.INFO)
-        elif method != "GET":
+            if not isinstance(update, dict):
+                raise invalid_arg("the logging settings must be a JSON object")
+            return json_reply(settings.update(update))
+        if method != "GET":
             return METHOD_NOT_ALLOWED
-        return json_reply(settings)
+        return json_reply(settings.values)
 
 
 def infer_reply(response, request, options, trace) -> Reply:

@@ -371,7 +371,7 @@ class Stub:
 
     def load(self, message: dict) -> dict:
         logger = logging.getLogger("tritonctl.serve.python_model")
-        logger.setLevel(message["log_level"])
+        logger.setLevel(logging.DEBUG)  # every record goes to the server, whose log settings decide (as Triton's)
         logger.addHandler(_ForwardLog())
         logger.propagate = False
         self.decoupled = message["decoupled"]

@@ -1,0 +1,120 @@
+"""The logging extension as Triton's qa/L0_backend_python/logging runs it: a Python model's
+pb_utils.Logger lines (initialize, execute, finalize) reach the server's log as the server's log
+settings say, changed at run time over HTTP or gRPC: verbose lines once log_verbose_level is 1,
+no INFO, WARNING or ERROR lines once log_info, log_warning and log_error are false. In stub
+processes (whose every line the server decides on) and in the server's process."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from helpers.serve_models import write_python_model
+from tritonctl.serve.core.log_settings import LOGGERS
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+# Triton's qa/python_models/identity_fp32_logging, in short: every level at each stage.
+MODEL = '''
+import triton_python_backend_utils as pb_utils
+
+
+def log_all(stage):
+    logger = pb_utils.Logger
+    logger.log(f"{stage}-Specific Msg!", logger.INFO)
+    logger.log_info(f"{stage}-Info Msg!")
+    logger.log_warn(f"{stage}-Warning Msg!")
+    logger.log_error(f"{stage}-Error Msg!")
+    logger.log_verbose(f"{stage}-Verbose Msg!")
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        log_all("Initialize")
+
+    def execute(self, requests):
+        log_all("Execute")
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
+            request, "INPUT0").as_numpy())]) for request in requests]
+
+    def finalize(self):
+        log_all("Finalize")
+'''
+CONFIG = '''
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+KINDS = ("Specific", "Info", "Warning", "Error", "Verbose")
+
+
+def counts(caplog) -> dict:
+    seen = Counter(kind for record in caplog.records for kind in KINDS if f"-{kind} Msg!" in record.getMessage())
+    return {kind: seen[kind] for kind in KINDS}
+
+
+def run(tmp_path, isolation: str, change=None) -> dict:
+    """Start, change the settings (``change(http_client, grpc_client)``), infer once, stop."""
+    write_python_model(tmp_path, "logging_model", CONFIG, MODEL)
+    options = ServeOptions(tmp_path, http_port=0, grpc_port=0, metrics_port=0, python_isolation=isolation)
+    with BackgroundServer(options) as server:
+        http = httpclient.InferenceServerClient(server.http_url)
+        if change is not None:
+            change(http, grpcclient.InferenceServerClient(server.grpc_url))
+        tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([1.0], np.float32))
+        assert http.infer("logging_model", [tensor]).as_numpy("OUTPUT0").tolist() == [1.0]
+    return server
+
+
+@pytest.fixture
+def caplog_all(caplog):
+    caplog.handler.setLevel(logging.DEBUG)
+    return caplog
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_the_default_settings_log_all_but_verbose(tmp_path, isolation, caplog_all):
+    run(tmp_path, isolation)
+    assert counts(caplog_all) == {"Specific": 3, "Info": 3, "Warning": 3, "Error": 3, "Verbose": 0}
+    assert not any(logging.getLogger(name).filters for name in LOGGERS)  # the server's settings went with it
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_verbose_level_set_at_run_time_lets_verbose_lines_through(tmp_path, isolation, caplog_all):
+    def change(http, grpc):
+        assert http.update_log_settings({"log_verbose_level": 1})["log_verbose_level"] == 1
+    run(tmp_path, isolation, change)
+    assert counts(caplog_all) == {"Specific": 3, "Info": 3, "Warning": 3, "Error": 3, "Verbose": 2}
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_info_warning_and_error_switched_off_over_grpc(tmp_path, isolation, caplog_all):
+    def change(http, grpc):
+        settings = grpc.update_log_settings({"log_info": False, "log_warning": False, "log_error": False},
+                                            as_json=True)["settings"]
+        assert {key: settings[key]["bool_param"] for key in ("log_info", "log_warning", "log_error")} == \
+            {"log_info": False, "log_warning": False, "log_error": False}
+    run(tmp_path, isolation, change)
+    assert counts(caplog_all) == {"Specific": 1, "Info": 1, "Warning": 1, "Error": 1, "Verbose": 0}  # initialize's
+
+
+def test_settings_that_are_not_of_their_type_are_refused(tmp_path):
+    def change(http, grpc):
+        for bad in ({"log_info": 1}, {"log_verbose_level": -1}, {"log_verbose_level": True}, {"log_file": "x"},
+                    {"nonsense": True}, {"log_format": "iso"}):
+            with pytest.raises(InferenceServerException) as refused:
+                http.update_log_settings(bad)
+            assert refused.value.status() == "400"
+        with pytest.raises(InferenceServerException) as refused:
+            grpc.update_log_settings({"log_file": "elsewhere.log", "log_info": False})
+        assert "unknown or read-only logging setting 'log_file'" in refused.value.message()
+        assert http.get_log_settings() == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                                           "log_verbose_level": 0, "log_format": "default"}
+        assert http.update_log_settings({"log_format": "ISO8601"})["log_format"] == "ISO8601"
+    run(tmp_path, "process", change)

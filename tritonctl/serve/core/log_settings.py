@@ -1,0 +1,65 @@
+"""The server's log settings, Triton's logging extension (HTTP ``v2/logging``, gRPC
+``LogSettings``): what they hold, which changes are taken, and what they do to the server's log.
+``log_verbose_level`` above 0 lets verbose (DEBUG) records through; ``log_info``,
+``log_warning`` and ``log_error`` let INFO, WARNING and ERROR records through; ``log_format``
+(``default`` or ``ISO8601``) is how the log's handlers write times. Both hold for the
+server's own messages and for its Python models' (``pb_utils.Logger``, stub processes included:
+a stub forwards every record and the server's logger decides), at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tritonctl.serve.core.errors import invalid_arg
+
+SERVER_LOGGER = "tritonctl.serve"
+# every logger the server writes to (children of SERVER_LOGGER: its level holds for them)
+LOGGERS = (SERVER_LOGGER, "tritonctl.serve.grpc", "tritonctl.serve.http", "tritonctl.serve.python_model")
+_SWITCHES = {logging.INFO: "log_info", logging.WARNING: "log_warning", logging.ERROR: "log_error"}
+_READ_ONLY = ("log_file",)
+DATE_FORMATS = {"default": "%H:%M:%S", "ISO8601": "%Y-%m-%dT%H:%M:%SZ"}
+
+
+class LogSettings(logging.Filter):
+    """One server's settings; a filter on the server's loggers while the server runs (``close``)."""
+
+    def __init__(self, verbose_level: int = 0, log_format: str = "default"):
+        super().__init__()
+        self.values: dict = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                             "log_verbose_level": verbose_level, "log_format": log_format}
+        for name in LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        self._apply_level()
+
+    def update(self, changes: dict) -> dict:
+        """Apply ``changes`` (all or none: each is checked first); the settings after them."""
+        for key, value in changes.items():
+            if key not in self.values or key in _READ_ONLY:
+                raise invalid_arg(f"unknown or read-only logging setting '{key}'")
+            if key == "log_verbose_level":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise invalid_arg("log_verbose_level must be a non-negative integer")
+            elif key == "log_format":
+                if value not in DATE_FORMATS:
+                    raise invalid_arg(f"log_format must be one of {', '.join(DATE_FORMATS)}, got {value!r}")
+            elif not isinstance(value, bool):
+                raise invalid_arg(f"{key} must be a boolean")
+        self.values.update(changes)
+        self._apply_level()
+        if "log_format" in changes:
+            for handler in logging.getLogger().handlers:
+                if handler.formatter is not None:
+                    handler.formatter.datefmt = DATE_FORMATS[self.values["log_format"]]
+        return dict(self.values)
+
+    def _apply_level(self) -> None:
+        logging.getLogger(SERVER_LOGGER).setLevel(logging.DEBUG if self.values["log_verbose_level"] else logging.INFO)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        switch = _SWITCHES.get(record.levelno)
+        return switch is None or self.values[switch]
+
+    def close(self) -> None:
+        for name in LOGGERS:
+            logging.getLogger(name).removeFilter(self)
