@@ -115,6 +115,10 @@ def serve(
         help="Python models: process: each instance in a stub process of its own, as Triton runs them (parallel "
              "instances, crashes stay inside the model, EXECUTION_ENV_PATH honoured); thread: all in this "
              "process (less latency per request, one GIL)."),
+    backend_directory: Path = typer.Option(
+        None, "--backend-directory", metavar="DIR",
+        help="Where Python-based backends are found, as in tritonserver: a config's backend 'NAME' that is not "
+             "built in runs DIR/NAME/model.py as a Python model (default: /opt/tritonserver/backends)."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
     engine: Engine = typer.Option(Engine.bundled, "--engine",
@@ -179,7 +183,9 @@ def serve(
             http_header_forward_pattern=http_header_forward_pattern,
             grpc_header_forward_pattern=grpc_header_forward_pattern,
             http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
-            log_verbose=log_verbose, log_format=log_format.value, extra_args=list(triton_arg))
+            log_verbose=log_verbose, log_format=log_format.value,
+            extra_args=([f"--backend-directory={backend_directory.resolve()}"] if backend_directory else [])
+            + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -191,7 +197,8 @@ def serve(
         grpc_transport=grpc_transport.value, http_transport=http_transport.value,
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
-        grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value)
+        grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
+        backend_directory=backend_directory.resolve() if backend_directory else None)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)

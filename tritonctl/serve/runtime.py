@@ -72,6 +72,9 @@ class ServeOptions:
     # that need a header (core/restrictions.py); empty: none do
     http_restricted_api: list[str] = field(default_factory=list)
     grpc_restricted_protocol: list[str] = field(default_factory=list)
+    # tritonserver's --backend-directory: where Python-based backends (<dir>/<backend>/model.py) are
+    # found; None: Triton's default, /opt/tritonserver/backends
+    backend_directory: Path | None = None
     # tritonserver's --log-verbose and --log-format: the log settings the server starts with
     log_verbose: int = 0
     log_format: str = "default"
@@ -82,7 +85,8 @@ class ServerRuntime:
         self.options = options
         cache_bytes = parse_cache_config(options.cache_config)  # CacheConfigError (a ValueError) when bad
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
-        self.manager = ModelManager(options.repository, backends.registry(options.python_isolation),
+        self.manager = ModelManager(options.repository,
+                                    backends.registry(options.python_isolation, options.backend_directory),
                                     options.control_mode,
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
                                     self.response_cache)

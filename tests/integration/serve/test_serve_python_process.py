@@ -359,6 +359,7 @@ class TritonPythonModel:
                       "refused": refused.error().message(), "pid": os.getpid(),
                       "flags": request.flags(), "correlation_id": request.correlation_id(),
                       "dtype": pb_utils.get_input_tensor_by_name(request, "IN").triton_dtype(),
+                      "model_dir": pb_utils.get_model_dir(),
                       "wire": [b.decode() for b in pb_utils.deserialize_bytes_tensor(
                           pb_utils.serialize_byte_tensor(np.array([b"a", "bc", 7], object)))]}
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([json.dumps(report)],
@@ -401,6 +402,7 @@ def test_bls_decoupled_async_and_parameters_work_across_processes(api_server, pr
     assert report["added"] == 4 and report["streamed"] == [0, 1, 2]
     assert report["parameters"] == {"tag": "x", "n": 2, "on": True}
     assert report["dtype"] == 8 and report["wire"] == ["a", "bc", "7"]  # TYPE_INT32; pb_utils' BYTES helpers
+    assert report["model_dir"] == str(repo / "pipeline" / "1")
     assert report["refused"] == ("Model missing - Error when running inference: Failed for execute the inference "
                                  "request. Model 'missing' is not ready.")
     instance, pid = (repo / "add" / "initialized").read_text().split()

@@ -402,6 +402,16 @@ class Metric:
 # Set by what runs the model: () -> the server's model control (load, unload, ready), raising
 # ValueError with the server's refusal.
 model_control_of_model = None
+# () -> the version directory of the model whose code calls, set by whoever runs models
+model_dir_of_model = None
+
+
+def get_model_dir() -> str:
+    """The directory of the calling model's version (``<repository>/<model>/<version>``), where a
+    Python-based backend's model finds its files."""
+    if model_dir_of_model is None:
+        raise TritonModelException("pb_utils.get_model_dir() works in a model that tritonctl serve runs")
+    return model_dir_of_model()
 
 
 def _model_control():

@@ -48,8 +48,14 @@ def _model_control() -> bls.ModelControl:
     return bls.ModelControl(bls.current_caller("the model loading API (pb_utils.load_model)").backend)
 
 
+def _model_dir() -> str:
+    """The version directory of the model instance whose code asks (pb_utils.get_model_dir)."""
+    return str(bls.current_caller("pb_utils.get_model_dir()").backend.version_dir)
+
+
 pb_utils.metrics_of_model = _model_metrics
 pb_utils.model_control_of_model = _model_control
+pb_utils.model_dir_of_model = _model_dir
 
 
 @contextlib.contextmanager
@@ -96,7 +102,8 @@ def exec_model_file(package: str, model_file: Path, module_globals: dict | None 
 
 class PythonBackend(RequestBackend):
     def __init__(self, config, model_dir: Path, version_dir: Path, instance: InstanceSpec,
-                 host: ServerHandle | None = None):
+                 host: ServerHandle | None = None, model_file: Path | None = None):
+        """``model_file``: the ``model.py`` of a Python-based backend; else the version's own."""
         super().__init__(config, version_dir, instance)
         self.host = host if host is not None else ServerHandle()  # the server BLS requests go to
         if config.sequence_batching.state:
@@ -105,7 +112,7 @@ class PythonBackend(RequestBackend):
                 "(sequence_batching.state); like Triton's, it has no way to write the output state, so every "
                 "request would see the initial state. Keep the state in the model (e.g. a dict keyed by the "
                 "CONTROL_SEQUENCE_CORRID input) or serve the model with onnxruntime")
-        self.model_file = version_dir / (config.default_model_filename or "model.py")
+        self.model_file = model_file or version_dir / (config.default_model_filename or "model.py")
         if not self.model_file.is_file():
             raise BackendLoadError(f"unable to find '{self.model_file}' for model '{config.name}'; a Python "
                                    "backend model needs <version>/model.py defining class TritonPythonModel")

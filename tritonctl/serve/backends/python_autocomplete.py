@@ -18,15 +18,23 @@ from tritonctl.serve.backends.python import exec_model_file
 from tritonctl.serve.stub.errors import describe
 
 
-def complete_config(config, model_dir: Path):
+def _model_file(config, model_dir: Path, model_file: Path | None) -> Path | None:
+    """The model's ``model.py`` (a Python-based backend's, else its latest version's), or None."""
+    if model_file is not None:
+        return model_file
+    version_dir = model_version_dir(model_dir, None)
+    return version_dir / (config.default_model_filename or "model.py") if version_dir else None
+
+
+def complete_config(config, model_dir: Path, model_file: Path | None = None):
     """``config`` as the model's ``auto_complete_config`` completes it; ``config`` itself when the
-    model has none. Raises BackendLoadError with what went wrong."""
+    model has none. ``model_file``: a Python-based backend's ``model.py``. Raises BackendLoadError
+    with what went wrong."""
     from google.protobuf import json_format
 
     from tritonctl.repo_schema.pb_config import config_to_json
 
-    version_dir = model_version_dir(model_dir, None)
-    model_file = version_dir / (config.default_model_filename or "model.py") if version_dir else None
+    model_file = _model_file(config, model_dir, model_file)
     if model_file is None or not model_file.is_file():
         return config  # loading the instances reports the missing file
     if not may_autocomplete(model_file):  # read statically: no need to run the file
@@ -59,7 +67,7 @@ def complete_config(config, model_dir: Path):
     return completed
 
 
-def complete_config_in_stub(config, model_dir: Path):
+def complete_config_in_stub(config, model_dir: Path, model_file: Path | None = None):
     """``complete_config`` run where the model's instances will run: in a stub process with the
     model's Python (``--python-isolation process``), so a model.py importing packages of its
     ``EXECUTION_ENV_PATH`` completes its config too."""
@@ -69,14 +77,13 @@ def complete_config_in_stub(config, model_dir: Path):
     from tritonctl.serve.backends.python_env import python_for
     from tritonctl.serve.backends.python_process import StubDied, StubProcess
 
-    version_dir = model_version_dir(model_dir, None)
-    model_file = version_dir / (config.default_model_filename or "model.py") if version_dir else None
+    model_file = _model_file(config, model_dir, model_file)
     if model_file is None or not model_file.is_file() or not may_autocomplete(model_file):
         return config
     python, env = python_for(config, model_dir)
     stub = StubProcess(python, env, f"{config.name} (auto-complete)", lambda message: None)
     try:
-        reply = stub.request({"op": "auto_complete", "model_file": str(model_file), "version_dir": str(version_dir),
+        reply = stub.request({"op": "auto_complete", "model_file": str(model_file),
                               "config": json.dumps(config_to_json(config))})
     except StubDied:
         raise BackendLoadError(f"auto_complete_config of python model '{config.name}' failed: its stub process "

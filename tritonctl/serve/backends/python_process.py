@@ -248,12 +248,12 @@ def _received(message: dict):
 class ProcessPythonBackend(PythonBackend):
     """A Python model instance in its own stub process."""
 
-    def __init__(self, config, model_dir: Path, version_dir: Path, instance, host=None):
+    def __init__(self, config, model_dir: Path, version_dir: Path, instance, host=None, model_file: Path | None = None):
         self._stub: StubProcess | None = None
         self._remote: RemoteModel | None = None
         self._bls_iterators: dict[int, object] = {}
         self._model_dir = model_dir
-        super().__init__(config, model_dir, version_dir, instance, host)
+        super().__init__(config, model_dir, version_dir, instance, host, model_file)
 
     # ---- load ------------------------------------------------------------------------------------
     def _create(self):
@@ -261,7 +261,8 @@ class ProcessPythonBackend(PythonBackend):
         self._stub = StubProcess(python, env, self.instance.name, self._on_message)
         self._remote = RemoteModel(self, self._stub)
         try:
-            reply = self._stub.request({"op": "load", "model_file": str(self.model_file), "decoupled": self.decoupled})
+            reply = self._stub.request({"op": "load", "model_file": str(self.model_file), "decoupled": self.decoupled,
+                                        "version_dir": str(self.version_dir)})
         except StubDied:
             raise BackendLoadError(f"failed to load python model '{self.config.name}': its stub process "
                                    f"ended ({self._stub.exit_reason()}) while loading '{self.model_file}'") from None

@@ -118,10 +118,14 @@ class BackendType:
 
 
 class BackendRegistry:
-    """The backends a server runs, by the config's ``backend`` name."""
+    """The backends a server runs, by the config's ``backend`` name; ``find`` looks up a name not
+    registered (Python-based backends: a ``model.py`` in a backend directory), each time asked."""
 
-    def __init__(self, types: list[BackendType] | None = None):
+    def __init__(self, types: list[BackendType] | None = None,
+                 find: Callable[[str], BackendType | None] | None = None, not_found_hint: str = ""):
         self._types: dict[str, BackendType] = {}
+        self._find = find
+        self._not_found_hint = not_found_hint
         for backend_type in types or ():
             self.register(backend_type)
 
@@ -134,16 +138,22 @@ class BackendRegistry:
     def complete_config(self, config, model_dir: Path):
         """``config`` as its backend completes it (``config`` itself for a backend without the hook
         or one not registered, which loading then reports). Raises BackendLoadError."""
-        backend_type = self._types.get(config.backend)
+        backend_type = self._lookup(config.backend)
         if backend_type is None or backend_type.complete_config is None:
             return config
         return backend_type.complete_config(config, model_dir)
 
     def create(self, load: LoadRequest) -> ModelInstance:
-        backend_type = self._types.get(load.config.backend)
+        backend_type = self._lookup(load.config.backend)
         if backend_type is None:
             names = [f"'{name}'" for name in self._types]
             runs = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names) or "no"
             raise BackendLoadError(f"unable to find backend library for backend '{load.config.backend}'; "
-                                   f"tritonctl serve runs {runs} models")
+                                   f"tritonctl serve runs {runs} models{self._not_found_hint}")
         return backend_type.create(load)
+
+    def _lookup(self, name: str) -> BackendType | None:
+        backend_type = self._types.get(name)
+        if backend_type is None and self._find is not None:
+            backend_type = self._find(name)
+        return backend_type

@@ -62,6 +62,7 @@ def load_pb_utils():
     module.InferenceRequest.async_exec = _async_exec
     module.metrics_of_model = lambda: SERVER_METRICS
     module.model_control_of_model = lambda: SERVER_MODEL_CONTROL
+    module.model_dir_of_model = lambda: STUB.version_dir
     return module
 
 
@@ -298,6 +299,7 @@ class Stub:
         self._lock = threading.Lock()
         self.model = None
         self.model_file: Path | None = None
+        self.version_dir = ""
         self.loop: asyncio.AbstractEventLoop | None = None
         self.decoupled = False
 
@@ -363,6 +365,7 @@ class Stub:
         model_import = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(model_import)
         self.model_file = Path(message["model_file"])
+        self.version_dir = message.get("version_dir", str(self.model_file.parent))  # pb_utils.get_model_dir()
         sys.path[0:0] = model_import.model_search_paths(self.model_file)
         # Triton's package is the version ("1.model"); `import model` gives the same module
         module = model_import.import_model_file(self.model_file.parent.name, self.model_file)
