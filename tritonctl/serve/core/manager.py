@@ -312,6 +312,11 @@ class ModelManager:
             self.unload(name)
 
     def stop(self, timeout_s: float | None = None) -> None:
+        """Stop every model version, after the loads running now (a stuck load keeps this waiting:
+        the runtime's stop gives up on it at its exit timeout, naming the load)."""
+        for name in list(self.loading):
+            with self._model_lock(name):
+                pass
         entries = list(self.models.values())
         for model_version in [mv for entry in entries for mv in list(entry.versions.values())]:
             model_version.stop(timeout_s)
