@@ -58,7 +58,7 @@ def counts(caplog) -> dict:
     return {kind: seen[kind] for kind in KINDS}
 
 
-def run(tmp_path, isolation: str, change=None) -> dict:
+def run(tmp_path, isolation: str, change=None) -> BackgroundServer:
     """Start, change the settings (``change(http_client, grpc_client)``), infer once, stop."""
     write_python_model(tmp_path, "logging_model", CONFIG, MODEL)
     options = ServeOptions(tmp_path, http_port=0, grpc_port=0, metrics_port=0, python_isolation=isolation)
@@ -80,9 +80,9 @@ def caplog_all(caplog):
 
 @pytest.mark.parametrize("isolation", ["process", "thread"])
 def test_the_default_settings_log_all_but_verbose(tmp_path, isolation, caplog_all):
-    run(tmp_path, isolation)
+    settings = run(tmp_path, isolation).runtime.server.log_settings
     assert counts(caplog_all) == {"Specific": 3, "Info": 3, "Warning": 3, "Error": 3, "Verbose": 0}
-    assert not any(logging.getLogger(name).filters for name in LOGGERS)  # the server's settings went with it
+    assert not any(settings in logging.getLogger(name).filters for name in LOGGERS)  # they went with the server
 
 
 @pytest.mark.parametrize("isolation", ["process", "thread"])
