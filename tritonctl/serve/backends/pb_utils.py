@@ -7,8 +7,10 @@ It holds the part of Triton's module that models use in ``initialize`` / ``execu
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
+import numbers
 import struct
 from typing import Any
 
@@ -50,32 +52,66 @@ class PreferredMemory:
         self.preferred_device_id = preferred_device_id
 
 
+def _typed(value, types, call: str, argument: str):
+    """``value`` when it is one of ``types``; else TypeError, as Triton's pybind11 bindings raise
+    for an argument of the wrong type (semantic refusals raise TritonModelException)."""
+    accepted = tuple(numbers.Integral if t is int else t for t in (types if isinstance(types, tuple) else (types,)))
+    if isinstance(value, accepted):
+        return value
+    names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+    raise TypeError(f"{call}: incompatible function arguments: '{argument}' must be {names}, "
+                    f"got {type(value).__name__}")
+
+
+def _listed(values, types, call: str, argument: str, none_refused: str | None = None) -> list:
+    """``values`` (a list or tuple) of ``types``; a None element refused with ``none_refused``
+    (TritonModelException) where Triton checks for it, else TypeError like any other element."""
+    _typed(values, (list, tuple), call, argument)
+    for value in values:
+        if value is None and none_refused is not None:
+            raise TritonModelException(none_refused)
+        _typed(value, types, call, f"{argument}[]")
+    return list(values)
+
+
+class LogLevel(enum.Enum):
+    """Triton's ``Logger.LogLevel`` (also ``Logger.INFO`` ...), as the logging levels they map to."""
+
+    INFO = logging.INFO
+    WARNING = logging.WARNING
+    ERROR = logging.ERROR
+    VERBOSE = logging.DEBUG
+
+
 class Logger:
     """``pb_utils.Logger.log_info(msg)`` ... : model messages in the server's log, at the level
     the server's log settings let through (VERBOSE = debug)."""
 
-    INFO, WARNING, ERROR, VERBOSE = logging.INFO, logging.WARNING, logging.ERROR, logging.DEBUG
+    LogLevel = LogLevel
+    INFO, WARNING, ERROR, VERBOSE = LogLevel.INFO, LogLevel.WARNING, LogLevel.ERROR, LogLevel.VERBOSE
     _log = logging.getLogger("tritonctl.serve.python_model")
 
     @classmethod
-    def log(cls, message: str, level: int = logging.INFO) -> None:
-        cls._log.log(level, "%s", message, stacklevel=2)
+    def log(cls, message: str, level: LogLevel = LogLevel.INFO) -> None:
+        _typed(message, str, "log()", "message")
+        _typed(level, LogLevel, "log()", "level")
+        cls._log.log(level.value, "%s", message, stacklevel=2)
 
     @classmethod
     def log_info(cls, message: str) -> None:
-        cls._log.info("%s", message, stacklevel=2)
+        cls._log.info("%s", _typed(message, str, "log_info()", "message"), stacklevel=2)
 
     @classmethod
     def log_warn(cls, message: str) -> None:
-        cls._log.warning("%s", message, stacklevel=2)
+        cls._log.warning("%s", _typed(message, str, "log_warn()", "message"), stacklevel=2)
 
     @classmethod
     def log_error(cls, message: str) -> None:
-        cls._log.error("%s", message, stacklevel=2)
+        cls._log.error("%s", _typed(message, str, "log_error()", "message"), stacklevel=2)
 
     @classmethod
     def log_verbose(cls, message: str) -> None:
-        cls._log.debug("%s", message, stacklevel=2)
+        cls._log.debug("%s", _typed(message, str, "log_verbose()", "message"), stacklevel=2)
 
 
 _DLPACK_CPU = 1  # DLPack's kDLCPU
@@ -98,8 +134,10 @@ class Tensor:
     """A named tensor holding a numpy array (CPU memory)."""
 
     def __init__(self, name: str, data):
-        if not isinstance(name, str):
-            raise TritonModelException(f"a tensor's name must be a str, got {type(name).__name__}")
+        _typed(name, str, "Tensor()", "name")
+        if data is None:
+            raise TypeError("Tensor(): incompatible function arguments: the tensor's data must be a numpy array, "
+                            "got None")
         array = np.asarray(data)
         if array.dtype.kind in "SU":
             array = array.astype(object)
@@ -144,8 +182,11 @@ class Tensor:
     def from_dlpack(name: str, dlpack) -> "Tensor":
         """A tensor sharing the memory of ``dlpack``: a DLPack capsule, or an object with
         ``__dlpack__`` (a torch tensor, say). CPU memory in C order only, as in Triton."""
-        if not isinstance(name, str):
-            raise TritonModelException(f"a tensor's name must be a str, got {type(name).__name__}")
+        if not isinstance(name, str) or not name:
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack: the tensor's name must be a non-empty str, "
+                                       f"got {name!r}")
+        if dlpack is None:
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): no DLPack capsule or object given")
         source = dlpack if hasattr(dlpack, "__dlpack__") else _Capsule(dlpack)
         try:
             array = np.from_dlpack(source)
@@ -182,23 +223,21 @@ class InferenceRequest:
                  requested_output_names: list[str], model_name: str, model_version: int = -1, flags: int = 0,
                  timeout: int = 0, preferred_memory: PreferredMemory | None = None, trace=None,
                  parameters: dict | str | None = None):
-        if not isinstance(model_name, str) or not model_name:
+        call = "InferenceRequest()"
+        if not _typed(model_name, str, call, "model_name"):
             raise TritonModelException("InferenceRequest needs model_name, the name of the model to run")
-        if not all(isinstance(t, Tensor) for t in inputs):
-            raise TritonModelException("InferenceRequest's inputs must be a list of pb_utils.Tensor")
-        if isinstance(requested_output_names, str) or not all(isinstance(n, str) for n in requested_output_names):
-            raise TritonModelException("InferenceRequest's requested_output_names must be a list of output names")
-        if not isinstance(correlation_id, (int, str)):
-            raise TritonModelException("InferenceRequest's correlation_id must be an int or a str")
+        self._inputs = _listed(inputs, Tensor, call, "inputs", "Input tensor is None.")
+        self._requested = _listed(requested_output_names, str, call, "requested_output_names")
         self._model_name = model_name
-        self._inputs = list(inputs)
-        self._requested = list(requested_output_names)
-        self._id = str(request_id)
-        self._correlation_id = correlation_id
-        self._flags = int(flags)
-        self._timeout = int(timeout)
+        self._id = _typed(request_id, str, call, "request_id")
+        correlation_id = _typed(correlation_id, (int, str), call, "correlation_id")
+        self._correlation_id = correlation_id if isinstance(correlation_id, str) else int(correlation_id)
+        self._flags = int(_typed(flags, int, call, "flags"))
+        self._timeout = int(_typed(timeout, int, call, "timeout"))
+        if preferred_memory is not None:
+            _typed(preferred_memory, PreferredMemory, call, "preferred_memory")
         self._parameters = {} if parameters is None else _checked_parameters(parameters, "InferenceRequest")
-        self._model_version = int(model_version)
+        self._model_version = int(_typed(model_version, int, call, "model_version"))
         self._source = None  # the served request (core InferRequest) of a request execute received
         self._senders = None
         self._index = 0
@@ -294,12 +333,11 @@ class InferenceRequest:
 class InferenceResponse:
     """The answer to one request: output tensors, or an error."""
 
-    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None,
+    def __init__(self, output_tensors: list[Tensor] = (), error: TritonError | None = None,
                  parameters: dict | str | None = None):
-        if error is not None and not isinstance(error, TritonError):
-            raise TritonModelException("InferenceResponse's error must be a pb_utils.TritonError")
-        self._outputs = list(output_tensors or [])
-        self._error = error
+        call = "InferenceResponse()"
+        self._outputs = _listed(output_tensors, Tensor, call, "output_tensors", "Output tensor is None.")
+        self._error = None if error is None else _typed(error, TritonError, call, "error")
         # the checked values; the server and the stub read them here, the model as JSON
         self._parameter_values = None if parameters is None else _checked_parameters(parameters, "InferenceResponse")
 
