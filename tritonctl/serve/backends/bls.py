@@ -258,10 +258,17 @@ def execute_async(request: pb_utils.InferenceRequest, decoupled: bool) -> asynci
     caller = current_caller()
     server = _server_of(caller.backend)
     future = loop.create_future()
-    if decoupled:
+    if decoupled:  # done once the first response is here, as in Triton: iterating then waits on nothing
         items: queue.SimpleQueue = queue.SimpleQueue()
-        call, refused = submit(server, request, True, items.put)
-        future.set_result(ResponseIterator(call, items, refused))
+        iterator = ResponseIterator(None, items, None)
+
+        def deliver_first(item: Item) -> None:
+            items.put(item)
+            loop.call_soon_threadsafe(_settle, future, iterator)
+
+        iterator._call, iterator._refused = submit(server, request, True, deliver_first)
+        if iterator._call is None:
+            future.set_result(iterator)
         return future
     holder: list[Call] = []
 

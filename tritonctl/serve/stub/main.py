@@ -238,19 +238,29 @@ def _async_exec(self, decoupled: bool = False):
         raise pb_utils.TritonModelException("async_exec() returns an awaitable: call it inside 'async def execute' "
                                             "and await it; use exec() in a plain execute") from None
     future = loop.create_future()
+    # A decoupled call's future is done once its first response is here, as in Triton (whose
+    # response iterator is made with it): iterating it then waits on nothing the loop runs.
+    seen = {"reply": None, "first": not decoupled}
 
-    def settle(reply: dict) -> None:
-        def done() -> None:
-            if future.done():
-                return
-            try:
-                future.set_result(_bls_answer(reply, decoupled))
-            except Exception as exc:
-                future.set_exception(exc)
-        loop.call_soon_threadsafe(done)
+    def settle() -> None:
+        reply = seen["reply"]
+        if future.done() or reply is None or not (seen["first"] or "raise" in reply):
+            return
+        try:
+            future.set_result(_bls_answer(reply, decoupled))
+        except Exception as exc:
+            future.set_exception(exc)
+
+    def on_reply(reply: dict) -> None:
+        seen["reply"] = reply
+        loop.call_soon_threadsafe(settle)
+
+    def on_first_item() -> None:
+        seen["first"] = True
+        loop.call_soon_threadsafe(settle)
 
     message, path = _bls_message(self, decoupled)
-    STUB.call_later(message, path, settle, stream=decoupled)
+    STUB.call_later(message, path, on_reply, stream=decoupled, on_first_item=on_first_item if decoupled else None)
     return future
 
 
@@ -296,6 +306,7 @@ class Stub:
         self._calls = itertools.count(1)
         self._waiting: dict[int, object] = {}  # call id -> callable taking the reply
         self._streams: dict[int, queue.SimpleQueue] = {}
+        self._first_item: dict[int, object] = {}  # call id -> called when its stream's first item arrives
         self._lock = threading.Lock()
         self.model = None
         self.model_file: Path | None = None
@@ -320,15 +331,21 @@ class Stub:
                     items = self._streams.get(message["call"])
                 if items is not None:
                     items.put(message)
-                    if message.get("final", True):
-                        with self._lock:
+                    with self._lock:
+                        first_item = self._first_item.pop(message["call"], None)
+                        if message.get("final", True):
                             self._streams.pop(message["call"], None)
+                    if first_item is not None:
+                        first_item()
 
-    def call_later(self, message: dict, path: str | None, answer, stream: bool = False) -> None:
-        """Ask the server ``message``; ``answer`` gets its reply (from the reader thread)."""
+    def call_later(self, message: dict, path: str | None, answer, stream: bool = False, on_first_item=None) -> None:
+        """Ask the server ``message``; ``answer`` gets its reply (from the reader thread), and
+        ``on_first_item()`` is called when a stream's first item arrives."""
         with self._lock:
             call_id = next(self._calls)
             self._waiting[call_id] = answer
+            if on_first_item is not None:
+                self._first_item[call_id] = on_first_item
             if stream:
                 items = self._streams[call_id] = queue.SimpleQueue()
 
