@@ -230,8 +230,10 @@ def _response(item: dict, tensors: list | None):
     """A returned item as the pb_utils object ``PythonBackend`` checks and converts."""
     if "bad" in item:
         return _named(item["bad"])
-    if "bad_tensor" in item:
-        return pb_utils.InferenceResponse([_named(item["bad_tensor"])])
+    if "bad_tensor" in item:  # a response whose tensors the model changed after making it
+        response = pb_utils.InferenceResponse()
+        response._outputs = [_named(item["bad_tensor"])]
+        return response
     if "error" in item:
         error = item["error"]
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(error["message"], error["code"]))
