@@ -446,3 +446,22 @@ def test_loading_a_crashed_model_again_gives_it_a_new_process(tmp_path):
         client.load_model("crasher")  # its files are unchanged, yet a version with a dead stub is not kept
         assert client.is_model_ready("crasher")
         assert client.infer("crasher", [http_input("HOW", np.array([0], np.int32), "INT32")]).as_numpy("OUT")[0] == 0
+
+
+def test_a_stub_killed_in_initialize_fails_the_load_with_tritons_words(tmp_path):
+    """Triton's qa/python_models/init_exit (an out-of-memory kill while initializing): the server
+    log and the repository index say "Stub process '<instance>' is not healthy."."""
+    write_python_model(tmp_path, "init_exit", "max_batch_size: 0\ninstance_group [ { kind: KIND_CPU count: 1 } ]\n", '''
+import os, signal
+
+class TritonPythonModel:
+    def initialize(self, args):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def execute(self, requests):
+        pass
+''')
+    with serve(tmp_path, strict_readiness=False) as server:
+        index = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    reason = next(row["reason"] for row in index if row["name"] == "init_exit")
+    assert "Stub process 'init_exit_0_0' is not healthy. It ended (killed by signal 9) in initialize" in reason

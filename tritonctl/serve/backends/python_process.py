@@ -134,8 +134,10 @@ class StubProcess:
             return reply
 
     def exit_reason(self) -> str:
-        code = self.process.returncode
-        if code is None:
+        """How the process ended (its socket may close a moment before it is reaped)."""
+        try:
+            code = self.process.wait(1.0)
+        except subprocess.TimeoutExpired:
             return "still running"
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
@@ -285,8 +287,8 @@ class ProcessPythonBackend(PythonBackend):
             reply = self._stub.request({"op": "initialize", "args": self._initialize_args(model_dir)})
         except StubDied:
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
-                                   f"'{self.instance.name}': its stub process ended "
-                                   f"({self._stub.exit_reason()})") from None
+                                   f"'{self.instance.name}': Stub process '{self.instance.name}' is not healthy. "
+                                   f"It ended ({self._stub.exit_reason()}) in initialize") from None
         if reply["op"] == "init_failed":
             self._stop_stub(5.0)
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
@@ -440,7 +442,7 @@ class ProcessPythonBackend(PythonBackend):
             return
         error = self.unhealthy(f"Stub process '{self.instance.name}' is not healthy.")
         self.metrics_user.close()
-        log.error("Stub process '%s' is not healthy (%s); model '%s' is not ready", self.instance.name,
+        log.error("Stub process '%s' is not healthy. It ended (%s); model '%s' is not ready", self.instance.name,
                   self._stub.exit_reason(), self.config.name)
         with self._remote._lock:  # the batch executing now fails as its execute() call returns
             batches = [b for e, b in self._remote.batches.items() if e != self._remote.current]
