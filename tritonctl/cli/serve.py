@@ -75,6 +75,10 @@ def serve(
     repository_poll_secs: float = typer.Option(15.0, "--repository-poll-secs", help="Poll interval in poll mode."),
     strict_readiness: bool = typer.Option(True, "--strict-readiness/--no-strict-readiness",
                                           help="Ready only when every model loaded."),
+    exit_on_error: bool = typer.Option(True, "--exit-on-error/--no-exit-on-error",
+                                       help="As tritonserver: exit (status 1, 'failed to load all models') when a "
+                                            "model fails to load at start-up; --no-exit-on-error serves the others "
+                                            "(tritonserver's --exit-on-error=false)."),
     exit_timeout_secs: float = typer.Option(30.0, "--exit-timeout-secs",
                                             help="On SIGTERM/SIGINT, time allowed for in-flight requests; what is still running then is cut (exit 1)."),
     model_config_name: str = typer.Option(None, "--model-config-name",
@@ -185,7 +189,7 @@ def serve(
             http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
             log_verbose=log_verbose, log_format=log_format.value,
             extra_args=([f"--backend-directory={backend_directory.resolve()}"] if backend_directory else [])
-            + list(triton_arg))
+            + ([] if exit_on_error else ["--exit-on-error=false"]) + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -198,7 +202,7 @@ def serve(
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
-        backend_directory=backend_directory.resolve() if backend_directory else None)
+        backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)

@@ -72,6 +72,9 @@ class ServeOptions:
     # that need a header (core/restrictions.py); empty: none do
     http_restricted_api: list[str] = field(default_factory=list)
     grpc_restricted_protocol: list[str] = field(default_factory=list)
+    # tritonserver's --exit-on-error: a model that fails to load at start-up stops the server (the
+    # CLI's default is tritonserver's, true; here false, so that an embedding program decides)
+    exit_on_error: bool = False
     # tritonserver's --backend-directory: where Python-based backends (<dir>/<backend>/model.py) are
     # found; None: Triton's default, /opt/tritonserver/backends
     backend_directory: Path | None = None
@@ -137,6 +140,14 @@ class ServerRuntime:
             return
         stop.cancel()
         loading.result()
+        failed = self.manager.failed_models()
+        if opts.exit_on_error and failed:  # as tritonserver: "failed to load all models"
+            log.error("failed to load all models (%s did not load): exiting, as --exit-on-error asks "
+                      "(--no-exit-on-error serves the others)", ", ".join(f"'{name}'" for name in failed))
+            self.startup_error = RuntimeError("failed to load all models")
+            self.clean_stop = False
+            self.server.live = False
+            return
         front_ends: list = []  # each with ``port``, ``transport_name`` and ``async stop(grace_s)``
         http = grpc = None
         poller: asyncio.Task | None = None

@@ -355,15 +355,13 @@ class ModelManager:
             return False
         return all(instance.ready() for instance in model_version.instances)
 
+    def failed_models(self) -> list[str]:
+        """The models whose last load failed (as a whole or in a version), unloaded ones aside."""
+        return [name for name, entry in list(self.models.items()) if not entry.unloaded
+                and (entry.error or any(s.state != READY for s in entry.states.values()))]
+
     def server_ready(self) -> bool:
-        if not self.strict_readiness:
-            return True
-        for entry in self.models.values():
-            if entry.unloaded:
-                continue
-            if entry.error or any(s.state != READY for s in entry.states.values()):
-                return False
-        return True
+        return not self.strict_readiness or not self.failed_models()
 
     def index(self, ready_only: bool = False) -> list[dict]:
         rows = []
