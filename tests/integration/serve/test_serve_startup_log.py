@@ -21,13 +21,14 @@ ROOT = Path(__file__).parents[3]
 NATIVE = ["tritonctl.serve.grpc._native", "tritonctl.serve.http._native"]
 
 
-def startup_lines(repo: Path, blocked: list[str], path: list[Path] = ()) -> list[str]:
+def startup_lines(repo: Path, blocked: list[str], path: list[Path] = (), extra: list[str] = ()) -> list[str]:
     """The log up to the line that says the server is serving; the server is then stopped.
-    ``path``: more entries for PYTHONPATH."""
+    ``path``: more entries for PYTHONPATH; ``extra``: more flags."""
     code = "import sys; " + "".join(f"sys.modules[{m!r}] = None; " for m in blocked)
     code += "from tritonctl.cli.app import main; main()"
     process = subprocess.Popen([sys.executable, "-c", code, "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
-                                "--metrics-port", "-1"], env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path]))),
+                                "--metrics-port", "-1", *extra],
+                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path]))),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
@@ -83,3 +84,18 @@ def test_onnxruntime_beside_onnxruntime_gpu_is_a_warning_with_the_fix(tmp_path):
     assert "pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps onnxruntime-gpu" in warning[0]
     if onnxruntime_conflict() is None:  # this environment has one of them only
         assert not [line for line in startup_lines(repo, []) if "onnxruntime-gpu" in line]
+
+
+def test_a_model_that_fails_at_start_ends_the_server_unless_asked_not_to(tmp_path):
+    """tritonserver's --exit-on-error (default true), as its QA runs expect of a broken model."""
+    (tmp_path / "broken" / "1").mkdir(parents=True)
+    (tmp_path / "broken" / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\n')
+    (tmp_path / "broken" / "1" / "model.py").write_text("raise RuntimeError('broken on purpose')\n")
+    command = [sys.executable, "-m", "tritonctl", "serve", str(tmp_path), "--http-port", "0", "--grpc-port", "0",
+               "--metrics-port", "-1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ended = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert ended.returncode == 1
+    assert "failed to load all models ('broken' did not load)" in ended.stderr + ended.stdout
+    lines = startup_lines(tmp_path, [], extra=["--no-exit-on-error"])
+    assert any("load failed for model 'broken'" in line for line in lines) and " serving " in lines[-1]
