@@ -261,10 +261,13 @@ def execute_async(request: pb_utils.InferenceRequest, decoupled: bool) -> asynci
     if decoupled:  # done once the first response is here, as in Triton: iterating then waits on nothing
         items: queue.SimpleQueue = queue.SimpleQueue()
         iterator = ResponseIterator(None, items, None)
+        first = [True]
 
         def deliver_first(item: Item) -> None:
             items.put(item)
-            loop.call_soon_threadsafe(_settle, future, iterator)
+            if first:  # the loop is told once, at the first response
+                first.clear()
+                loop.call_soon_threadsafe(_settle, future, iterator)
 
         iterator._call, iterator._refused = submit(server, request, True, deliver_first)
         if iterator._call is None:

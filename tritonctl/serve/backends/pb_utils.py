@@ -18,6 +18,7 @@ import numpy as np
 
 # The config API and the error types are shared with `validate` (which runs auto_complete_config).
 from tritonctl.repo_schema.datatypes import BY_CONFIG, DATATYPES
+from tritonctl.serve.stub.wire import serialize_bytes
 from tritonctl.repo_schema.pb_config import (  # noqa: F401 - part of the module's API
     ModelConfig,
     TritonError,
@@ -55,10 +56,12 @@ class PreferredMemory:
 def _typed(value, types, call: str, argument: str):
     """``value`` when it is one of ``types``; else TypeError, as Triton's pybind11 bindings raise
     for an argument of the wrong type (semantic refusals raise TritonModelException)."""
-    accepted = tuple(numbers.Integral if t is int else t for t in (types if isinstance(types, tuple) else (types,)))
-    if isinstance(value, accepted):
+    if isinstance(value, types):
         return value
-    names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+    types = types if isinstance(types, tuple) else (types,)
+    if int in types and isinstance(value, numbers.Integral):  # numpy integers too, as pybind11 takes them
+        return value
+    names = " or ".join(t.__name__ for t in types)
     raise TypeError(f"{call}: incompatible function arguments: '{argument}' must be {names}, "
                     f"got {type(value).__name__}")
 
@@ -531,12 +534,7 @@ def serialize_byte_tensor(input_tensor: np.ndarray) -> np.ndarray:
         return np.empty([0], dtype=np.object_)
     if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
         raise TritonModelException("cannot serialize bytes tensor: invalid datatype")
-    parts = []
-    for element in input_tensor.reshape(-1):
-        value = element if isinstance(element, bytes) else str(element).encode("utf-8")
-        parts.append(struct.pack("<I", len(value)))
-        parts.append(value)
-    return np.asarray(b"".join(parts), dtype=np.object_)
+    return np.asarray(serialize_bytes(input_tensor), dtype=np.object_)
 
 
 def deserialize_bytes_tensor(encoded_tensor) -> np.ndarray:

@@ -103,7 +103,8 @@ class Channel:
         self.sock.close()
 
 
-def _serialize_bytes(array: np.ndarray) -> bytes:
+def serialize_bytes(array: np.ndarray) -> bytes:
+    """Triton's BYTES wire form of ``array``, in C order (pb_utils.serialize_byte_tensor's too)."""
     parts = []
     for element in array.reshape(-1):  # as Triton writes BYTES: an element not bytes as its str()
         value = bytes(element) if isinstance(element, (bytes, bytearray, memoryview)) else str(element).encode("utf-8")
@@ -132,7 +133,7 @@ def pack(tensors: list[tuple[str, np.ndarray]], prefix: str) -> tuple[list[dict]
     for name, array in tensors:
         array = np.asarray(array)
         if array.dtype.kind in "OSU":
-            data = _serialize_bytes(array)
+            data = serialize_bytes(array)
             meta = {"name": name, "dtype": BYTES, "shape": list(array.shape), "offset": total, "size": len(data)}
         else:
             data = np.ascontiguousarray(array)
