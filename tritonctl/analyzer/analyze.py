@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from tritonctl import __version__
 from tritonctl.analyzer.checkpoint import Checkpoint
-from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
+from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine, model_gpus
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective, best_point, choose_best, summarize
 from tritonctl.analyzer.output import apply_config, write_best_config, write_html, write_summary
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
@@ -113,7 +113,7 @@ def run_analyze(options: AnalyzeOptions, reporter: Reporter | None = None) -> An
     started, clock = datetime.now(timezone.utc), time.monotonic()
     time_budget = TimeBudget(clock + options.time_budget_s, options.time_budget_s) if options.time_budget_s else None
     repository = options.repository.resolve()
-    model_dir, base = load_model_config(repository, options.model)
+    model_dir, base = load_model_config(repository, options.model, model_gpus(options.engine))
     options = replace(options, space=options.space.resolved(base))
     candidates = build_candidates(model_dir, base, options.space)
     for dropped in candidates.dropped:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonctl.analyzer.analyze import AnalyzeOptions, AnalyzeResult, _load_options, _settings
-from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
+from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine, model_gpus
 from tritonctl.analyzer.objective import NOISE, Constraints, Objective
 from tritonctl.analyzer.output import apply_config
 from tritonctl.analyzer.point import Point
@@ -100,7 +100,7 @@ def model_choices(result: AnalyzeResult, options: AnalyzeOptions, top: int = TOP
                     key=lambda r: options.objective.value(r.best), reverse=True)
     picked = [result.best, *ranked[:top - 1]]
     repository = options.repository.resolve()
-    model_dir, base = load_model_config(repository, model)
+    model_dir, base = load_model_config(repository, model, model_gpus(options.engine))
     space = options.space.resolved(base)
     candidates = build_candidates(model_dir, base, space, validate=False)
     by_id = {c.config_id: c for c in candidates.all}

@@ -360,6 +360,17 @@ def make_engine(kind: str, repository: Path, protocol: str, log_path: Path, url:
     return SubprocessEngine(repository, protocol, log_path)
 
 
+def model_gpus(kind: str) -> Callable[[str], tuple[int, ...]] | None:
+    """How the server of engine ``kind`` gives GPUs to a model of a backend, for planning its
+    candidates: the bundled server's own answer (without onnxruntime's or torch's CUDA build, their
+    models run on the CPU), or None for tritonserver and a running server (the driver's GPUs)."""
+    if kind not in ("subprocess", "inprocess"):
+        return None
+    from tritonctl.serve.runtime import model_gpus as bundled_server_gpus
+
+    return bundled_server_gpus
+
+
 def find_tritonserver(binary: str | None) -> str:
     from tritonctl.serve.tritonserver import TritonserverError, find_tritonserver as find
 

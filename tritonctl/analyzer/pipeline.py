@@ -22,7 +22,7 @@ from tritonctl import __version__
 from tritonctl.analyzer.analyze import (AnalyzeOptions, AnalyzeResult, Reporter, _points_by_stage, _Runner,
                                         _settings, drive, raise_kept, write_reports)
 from tritonctl.analyzer.checkpoint import Checkpoint
-from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine
+from tritonctl.analyzer.engine import Engine, LoadFailed, make_engine, model_gpus
 from tritonctl.analyzer.objective import ConfigResult, choose_best, summarize
 from tritonctl.analyzer.output import apply_config, config_header
 from tritonctl.analyzer.pipeline_search import JointSmartSearch, joint_budget, register
@@ -174,7 +174,8 @@ def run_pipeline(options: AnalyzeOptions, reporter: Reporter | None = None) -> A
     started, clock = datetime.now(timezone.utc), time.monotonic()
     time_budget = TimeBudget(clock + options.time_budget_s, options.time_budget_s) if options.time_budget_s else None
     repository = options.repository.resolve()
-    pipeline = load_pipeline(repository, options.model, options.composing_models, options.space)
+    pipeline = load_pipeline(repository, options.model, options.composing_models, options.space,
+                             model_gpus(options.engine))
     options = replace(options, space=options.space.resolved(pipeline.steps[0].config))
     space = JointSpace(pipeline)
     reporter.note(f"tuning the {pipeline.describe()} together, measured at '{pipeline.model}'")

@@ -24,8 +24,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, Knobs, SearchSpace, build_candidates,
-                                       load_model_config, read_model_config)
+from tritonctl.analyzer.search import (AnalyzeError, Candidate, CandidateSet, GpusFor, Knobs, SearchSpace,
+                                       build_candidates, load_model_config, read_model_config)
 
 BLS_PARAMETER = "bls_composing_models"
 MAX_EXHAUSTIVE = 2000  # the most joint candidates the exhaustive strategy measures
@@ -181,8 +181,10 @@ def step_names(repository: Path, model: str, composing: tuple[str, ...] = ()) ->
     raise AnalyzeError(f"model '{model}' is not a pipeline")
 
 
-def load_pipeline(repository: Path, model: str, composing: tuple[str, ...], space: SearchSpace) -> Pipeline:
-    """The pipeline and every step's candidates (``space`` resolved for each step)."""
+def load_pipeline(repository: Path, model: str, composing: tuple[str, ...], space: SearchSpace,
+                  gpus_for: GpusFor | None = None) -> Pipeline:
+    """The pipeline and every step's candidates (``space`` resolved for each step); ``gpus_for`` as
+    in ``read_model_config``."""
     model_dir, config = read_model_config(repository, model)
     kind = pipeline_kind(repository, model, composing)
     names = step_names(repository, model, composing)
@@ -194,7 +196,7 @@ def load_pipeline(repository: Path, model: str, composing: tuple[str, ...], spac
                                if n not in names)
     for name in names:
         try:
-            step_dir, base = load_model_config(repository, name)
+            step_dir, base = load_model_config(repository, name, gpus_for)
         except AnalyzeError as exc:
             raise AnalyzeError(f"composing model '{name}' of '{model}' cannot be tuned: {exc}") from None
         candidates = build_candidates(step_dir, base, space.resolved(base))

@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,8 @@ from tritonctl.repo_schema.validate import check_model, validate_paths
 from tritonctl.repo_schema.writer import to_json_dict, to_pbtxt
 
 AUTO = -1  # --preferred-batch-sizes auto: every power of two below each max_batch_size
+# backend -> the GPU ids a server gives a model of it (analyzer.engine.model_gpus)
+GpusFor = Callable[[str], Sequence[int]]
 KIND_NAMES = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "model": "KIND_MODEL"}
 
 
@@ -199,9 +202,9 @@ def default_instance_counts(kind: str) -> tuple[int, ...]:
     return tuple(range(1, min(4, max(2, os.cpu_count() or 1)) + 1))
 
 
-def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
+def load_model_config(repository: Path, model: str, gpus_for: GpusFor | None = None) -> tuple[Path, Any]:
     """The model directory and its effective config; refuses what analyze cannot tune."""
-    model_dir, config = read_model_config(repository, model)
+    model_dir, config = read_model_config(repository, model, gpus_for)
     if config.platform == "ensemble":
         raise AnalyzeError(f"model '{model}' is an ensemble: analyze tunes it as a pipeline (--model {model}), "
                            "not as a step of another pipeline")
@@ -213,15 +216,20 @@ def load_model_config(repository: Path, model: str) -> tuple[Path, Any]:
     return model_dir, config
 
 
-def read_model_config(repository: Path, model: str) -> tuple[Path, Any]:
-    """The model directory and its effective config, which must load as it is."""
+def read_model_config(repository: Path, model: str, gpus_for: GpusFor | None = None) -> tuple[Path, Any]:
+    """The model directory and its effective config, which must load as it is. ``gpus_for``: the GPU
+    ids the server gives a model of a backend (the engine's ``model_gpus``); else this machine's."""
     if not repository.is_dir():
         raise AnalyzeError(f"{repository} is not a directory (give the model repository)")
     model_dir = repository / model
     if not model_dir.is_dir():
         known = ", ".join(sorted(p.name for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")))
         raise AnalyzeError(f"model '{model}' is not in {repository} (models there: {known or 'none'})")
-    config, diagnostics = effective_config(model_dir, gpus=detect_gpus().ids)
+    gpus = detect_gpus().ids
+    config, diagnostics = effective_config(model_dir, gpus=gpus)
+    served_on = list(gpus_for(config.backend)) if config is not None and gpus_for is not None else gpus
+    if served_on != gpus:
+        config, diagnostics = effective_config(model_dir, gpus=served_on)
     diagnostics += validate_paths([model_dir]).diagnostics
     errors = [d for d in diagnostics if d.severity is Severity.ERROR]
     if config is None or errors:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tritonctl.serve import backends
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
+from tritonctl.serve.core.config import available_gpus
 from tritonctl.serve.core.errors import unavailable
 from tritonctl.serve.core.header_forward import header_forwarding
 from tritonctl.serve.core.restrictions import grpc_restrictions, http_restrictions
@@ -268,6 +269,11 @@ class ServerRuntime:
         """Thread-safe: begin the graceful stop."""
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
+
+
+def model_gpus(backend: str) -> tuple[int, ...]:
+    """The GPU ids this server gives a model of ``backend`` (none where its runtime here has no CUDA)."""
+    return available_gpus(backend)
 
 
 def describe_requests(counts: Counter) -> str:

@@ -364,3 +364,40 @@ def test_gpu_instances_run_on_their_device(tmp_path, transports):
             result = _client(module, server).infer("on_gpu", _inputs(module, x=x, y=y))
             expected = TwoInTwoOut()(torch.from_numpy(x), torch.from_numpy(y))[0].detach().numpy()
             np.testing.assert_allclose(result.as_numpy("sum__0"), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_models_without_instance_group_run_where_their_runtime_can(tmp_path, transports):
+    """On a GPU machine a config without instance_group gets Triton's KIND_AUTO: the GPU for a
+    PyTorch model when torch has CUDA, and the CPU for an ONNX model when onnxruntime is its CPU
+    build (Triton's own onnxruntime always has CUDA; this server's may not), so both load."""
+    import onnxruntime
+
+    from tritonctl.repo_schema.gpus import local_gpus
+
+    if local_gpus().count == 0:
+        pytest.skip("needs a GPU that the driver shows (nvidia-smi)")
+    repo = tmp_path / "repo"
+    _entry(repo, "auto_pt", Difference(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "a" {FP32} dims: [ 2 ] }}, {{ name: "b" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }} ]
+        """)
+    (repo / "auto_onnx" / "1").mkdir(parents=True)
+    torch.onnx.export(Difference(), (torch.ones(1, 2), torch.ones(1, 2)), str(repo / "auto_onnx" / "1" / "model.onnx"),
+                      input_names=["a", "b"], output_names=["d"], dynamic_axes={"a": {0: "n"}, "b": {0: "n"}},
+                      dynamo=False)
+    (repo / "auto_onnx" / "config.pbtxt").write_text('backend: "onnxruntime"\nmax_batch_size: 4\n')
+    ort_cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    expected = {"auto_pt": "KIND_GPU" if torch.cuda.is_available() else "KIND_CPU",
+                "auto_onnx": "KIND_GPU" if ort_cuda else "KIND_CPU"}
+    a, b = np.array([[5.0, 7.0]], np.float32), np.array([[1.0, 2.0]], np.float32)
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
+        client = _client(httpclient, server)
+        for model, kind in expected.items():
+            assert [g["kind"] for g in client.get_model_config(model)["instance_group"]] == [kind]
+        result = client.infer("auto_pt", _inputs(httpclient, a=a, b=b))
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), a - b)
+        result = client.infer("auto_onnx", _inputs(httpclient, a=a, b=b))
+        np.testing.assert_array_equal(result.as_numpy("d"), a - b)

@@ -10,6 +10,8 @@ from tritonctl.analyzer.search import (AUTO, AnalyzeError, SearchSpace, build_ca
                                        validation_error)
 from tritonctl.analyzer.space_options import (parse_counts, parse_delays, parse_kinds, parse_powers,
                                               parse_preferred)
+from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV
+from tritonctl.repo_schema.schema import model_config_pb2
 
 
 @pytest.mark.parametrize("text, values", [
@@ -64,6 +66,27 @@ def test_candidates_change_only_the_knobs_and_validate_clean(tmp_path):
     assert validation_error(model_dir, chosen.pbtxt("a header")) is None
     # The default config (delay 100, not in the space) is measured as its own candidate.
     assert candidates.default.config_id == "default" and candidates.all[0] is candidates.default
+
+
+def test_candidates_are_planned_on_the_gpus_the_server_gives_the_backend(tmp_path, monkeypatch):
+    """On a GPU machine, a model without instance_group runs on the GPU (Triton's KIND_AUTO), unless
+    the engine's server cannot run its backend there (the bundled server with onnxruntime's CPU
+    build): its candidates are then planned on the CPU, as that server will run them."""
+    monkeypatch.setenv(ASSUME_GPUS_ENV, "1")
+    onnx_model(tmp_path, config=None)
+    asked = []
+
+    def cpu_only(backend: str) -> tuple[int, ...]:
+        asked.append(backend)
+        return ()
+
+    kind_names = model_config_pb2().ModelInstanceGroup.Kind.Name
+    _, on_driver_gpus = load_model_config(tmp_path, "add_sub")
+    _, on_server_gpus = load_model_config(tmp_path, "add_sub", cpu_only)
+    assert [(kind_names(g.kind), list(g.gpus)) for g in on_driver_gpus.instance_group] == [("KIND_GPU", [0])]
+    assert [(kind_names(g.kind), g.count) for g in on_server_gpus.instance_group] == [("KIND_CPU", 2)]
+    assert asked == ["onnxruntime"]
+    assert SearchSpace().resolved(on_server_gpus).instance_kinds == ("KIND_CPU",)
 
 
 def test_default_config_inside_the_space_is_that_candidate(tmp_path):

@@ -49,13 +49,27 @@ def _onnxruntime_has_cuda() -> bool:
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
+@lru_cache(maxsize=1)
+def _torch_has_cuda() -> bool:
+    if import_error("torch") is not None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# backend -> whether its runtime here can use the driver's GPUs (asked only when there are some)
+_RUNTIME_HAS_CUDA = {"onnxruntime": _onnxruntime_has_cuda, "pytorch": _torch_has_cuda}
+
+
 def available_gpus(backend: str) -> tuple[int, ...]:
     """GPU ids a model of ``backend`` may use here: the devices the driver shows (nvidia-smi, within
-    CUDA_VISIBLE_DEVICES). An onnxruntime model sees them only with onnxruntime's CUDA build, so
-    without it its instances default to the CPU; whether a PyTorch or TensorRT model can use them
-    is its backend's to say when it loads."""
+    CUDA_VISIBLE_DEVICES). An onnxruntime model sees them only with onnxruntime's CUDA build, a
+    PyTorch model only with a CUDA build of torch, so without those their KIND_AUTO instances (and
+    instances of a config without instance_group) run on the CPU; a TensorRT model needs a GPU."""
     gpus = _driver_gpus()
-    if gpus and backend == "onnxruntime" and not _onnxruntime_has_cuda():
+    has_cuda = _RUNTIME_HAS_CUDA.get(backend)
+    if gpus and has_cuda is not None and not has_cuda():
         return ()
     return gpus
 
