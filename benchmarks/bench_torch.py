@@ -5,6 +5,7 @@ MLP as ONNX on the onnxruntime backend behind the same front end.
     python benchmarks/bench_torch.py                       # 256-1024-1024-256, concurrency 1 and 32, gRPC, 3 runs
     python benchmarks/bench_torch.py --hidden 4096         # 256-4096-4096-256: compute-bound
     python benchmarks/bench_torch.py --concurrency 16 64 --runs 5 --protocol http
+    python benchmarks/bench_torch.py --device cuda         # KIND_GPU instances against torch on the GPU
 
 The model is bench_serve.py's mlp (256 -> H -> H -> 256, Linear+ReLU; H = --hidden, 1024 there),
 served with dynamic batching (max_batch_size 32, max_queue_delay 500 us) on one CPU instance:
@@ -14,8 +15,13 @@ weights) in the first server. Each server idles while another is measured. Load:
 perf`'s load generator (batch-1 requests, this process) at each concurrency. The in-process
 limit: the scripted module called under torch.inference_mode in a fresh process, at batch 1, 8,
 16 and 32, with 1 and 2 intra-op threads and OpenMP's active and passive wait policies: rows per
-second of the best combination. Servers and limit take turns, `--runs` times; the table shows
-medians and the ratio of the medians.
+second of the best combination (1, 2 and torch's default thread count). Servers and limit take
+turns, `--runs` times; the table shows medians and the ratio of the medians.
+
+With `--device cuda` the TorchScript models run on KIND_GPU instances of GPU 0 (one and two
+instances; no ONNX model: onnxruntime's CUDA provider is a separate install) and the in-process
+limit calls the module on the GPU with each batch copied from host memory and the result copied
+back, as the server must: the best over batch 1, 8, 16 and 32.
 """
 
 from __future__ import annotations
@@ -41,66 +47,69 @@ max_batch_size: 32
 input [ {{ name: "x" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 output [ {{ name: "{output}" data_type: TYPE_FP32 dims: [ 256 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: 500 }}
-instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+instance_group [ {{ kind: {kind} count: {count} }} ]
 {extra}"""
 ONE_THREAD = 'parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }'
-# model -> (server process, label)
-MODELS = {"mlp_pt": ("default", "TorchScript, torch's threads"),
-          "mlp_pt_1thread": ("one-thread", "TorchScript, 1 intra-op thread"),
-          "mlp_pt_1thread_x2": ("one-thread", "TorchScript, 1 thread, 2 instances"),
-          "mlp_onnx": ("default", "ONNX (onnxruntime backend)")}
+# model -> (server process, label, instance count, parameters)
+CPU_MODELS = {"mlp_pt": ("default", "TorchScript, torch's threads", 1, ""),
+              "mlp_pt_1thread": ("one-thread", "TorchScript, 1 intra-op thread", 1, ONE_THREAD),
+              "mlp_pt_1thread_x2": ("one-thread", "TorchScript, 1 thread, 2 instances", 2, ONE_THREAD),
+              "mlp_onnx": ("default", "ONNX (onnxruntime backend)", 1, "")}
+GPU_MODELS = {"mlp_pt": ("default", "TorchScript, KIND_GPU", 1, ""),
+              "mlp_pt_x2": ("default", "TorchScript, KIND_GPU, 2 instances", 2, "")}
 
 
-def make_repo(repo: Path, hidden: int) -> Path:
+def make_repo(repo: Path, hidden: int, models: dict, kind: str) -> Path:
     import torch
 
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
                               torch.nn.ReLU(), torch.nn.Linear(hidden, 256)).eval()
-    for name, extra, count in (("mlp_pt", "", 1), ("mlp_pt_1thread", ONE_THREAD, 1),
-                               ("mlp_pt_1thread_x2", ONE_THREAD, 2)):
+    for name, (_, _, count, extra) in models.items():
         (repo / name / "1").mkdir(parents=True)
-        torch.jit.script(mlp).save(str(repo / name / "1" / "model.pt"))
-        config = CONFIG.format(backend="pytorch", output="y__0", extra=extra)
-        (repo / name / "config.pbtxt").write_text(config.replace("count: 1", f"count: {count}"))
-    (repo / "mlp_onnx" / "1").mkdir(parents=True)
-    torch.onnx.export(mlp, (torch.randn(2, 256),), str(repo / "mlp_onnx" / "1" / "model.onnx"), input_names=["x"],
-                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
-    (repo / "mlp_onnx" / "config.pbtxt").write_text(CONFIG.format(backend="onnxruntime", output="y", extra=""))
+        if name == "mlp_onnx":
+            torch.onnx.export(mlp, (torch.randn(2, 256),), str(repo / name / "1" / "model.onnx"), input_names=["x"],
+                              output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+            config = CONFIG.format(backend="onnxruntime", output="y", kind="KIND_CPU", count=count, extra=extra)
+        else:
+            torch.jit.script(mlp).save(str(repo / name / "1" / "model.pt"))
+            config = CONFIG.format(backend="pytorch", output="y__0", kind=kind, count=count, extra=extra)
+        (repo / name / "config.pbtxt").write_text(config)
     return repo / "mlp_pt" / "1" / "model.pt"
 
 
-def in_process_best(model_path: Path, seconds: float) -> tuple[float, str]:
+def in_process_best(model_path: Path, seconds: float, device: str) -> tuple[float, str]:
     """Rows per second of the module called directly, best over batch sizes, threads and OpenMP's
     wait policy (each policy in a fresh process: OpenMP reads it when torch loads)."""
     best = (0.0, "")
-    for policy in ("ACTIVE", "PASSIVE"):
+    for policy in ("ACTIVE", "PASSIVE") if device == "cpu" else ("PASSIVE",):
         done = subprocess.run([sys.executable, __file__, "--in-process", str(model_path), "--limit-seconds",
-                               str(seconds)], capture_output=True, text=True, check=True,
+                               str(seconds), "--device", device], capture_output=True, text=True, check=True,
                               env={**os.environ, "OMP_WAIT_POLICY": policy})
         rate, where = json.loads(done.stdout.strip().splitlines()[-1])
-        best = max(best, (rate, f"{where}, OMP_WAIT_POLICY={policy}"))
+        best = max(best, (rate, f"{where}, OMP_WAIT_POLICY={policy}" if device == "cpu" else where))
     return best
 
 
-def measure_in_process(model_path: Path, seconds: float) -> None:
+def measure_in_process(model_path: Path, seconds: float, device: str) -> None:
     import torch
 
-    module = torch.jit.load(str(model_path)).eval()
+    module = torch.jit.load(str(model_path), map_location=device).eval()
     best = (0.0, "")
-    for threads in (1, 2):
+    thread_counts = sorted({1, 2, torch.get_num_threads()}) if device == "cpu" else [torch.get_num_threads()]
+    for threads in thread_counts:
         torch.set_num_threads(threads)
         for batch in (1, 8, 16, 32):
             x = torch.randn(batch, 256)
             with torch.inference_mode():
                 for _ in range(20):
-                    module(x)
+                    module(x.to(device)).cpu()
                 calls, start = 0, time.perf_counter()
                 while time.perf_counter() - start < seconds:
-                    module(x)
+                    module(x.to(device)).cpu()  # .cpu() waits for the GPU's work
                     calls += 1
                 rate = calls * batch / (time.perf_counter() - start)
-            best = max(best, (rate, f"batch {batch}, {threads} thread(s)"))
+            best = max(best, (rate, f"batch {batch}, {threads} thread(s)" if device == "cpu" else f"batch {batch}"))
     print(json.dumps(best))
 
 
@@ -150,24 +159,27 @@ def main() -> None:
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--limit-seconds", type=float, default=1.0, help="time per in-process combination")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: KIND_GPU instances, and the in-process limit on the GPU")
     parser.add_argument("--in-process", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.in_process:
-        measure_in_process(Path(args.in_process), args.limit_seconds)
+        measure_in_process(Path(args.in_process), args.limit_seconds, args.device)
         return
+    models = CPU_MODELS if args.device == "cpu" else GPU_MODELS
     with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
         repo = Path(tmp) / "repo"
-        model_path = make_repo(repo, args.hidden)
+        model_path = make_repo(repo, args.hidden, models, "KIND_CPU" if args.device == "cpu" else "KIND_GPU")
         groups: dict[str, list[str]] = {}
-        for model, (server, _) in MODELS.items():
+        for model, (server, *_) in models.items():
             groups.setdefault(server, []).append(model)
         servers = {server: start_server(repo, models) for server, models in groups.items()}
         try:
             limits = []
-            served = {(model, c): [] for model in MODELS for c in args.concurrency}
+            served = {(model, c): [] for model in models for c in args.concurrency}
             for _ in range(args.runs):
-                limits.append(in_process_best(model_path, args.limit_seconds))
-                for model, (server, _) in MODELS.items():
+                limits.append(in_process_best(model_path, args.limit_seconds, args.device))
+                for model, (server, *_) in models.items():
                     _, http_url, grpc_url = servers[server]
                     url = grpc_url if args.protocol == "grpc" else http_url
                     for concurrency in args.concurrency:
@@ -179,8 +191,9 @@ def main() -> None:
     import torch
 
     limit = statistics.median(rate for rate, _ in limits)
-    print(f"mlp 256-{args.hidden}-{args.hidden}-256; torch {torch.__version__}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f} at the end; {args.runs} runs, medians")
+    gpu = f", {torch.cuda.get_device_name(0)}" if args.device == "cuda" else ""
+    print(f"mlp 256-{args.hidden}-{args.hidden}-256; torch {torch.__version__}, {os.cpu_count()} CPUs{gpu}, "
+          f"load average {os.getloadavg()[0]:.1f} at the end; {args.runs} runs, medians")
     print(f"in-process torch, best: {limit:,.0f} rows/s (runs: "
           f"{'; '.join(f'{r:,.0f} at {where}' for r, where in limits)})")
     print(f"| tritonctl serve ({args.protocol}) | concurrency | infer/s | p99 ms | vs in-process torch |")
@@ -188,7 +201,7 @@ def main() -> None:
     for (model, concurrency), points in served.items():
         rate = statistics.median(r for r, _ in points)
         p99 = statistics.median(p for _, p in points)
-        print(f"| {MODELS[model][1]} | {concurrency} | {rate:,.0f} | {p99:.2f} | {rate / limit:.2f}x |")
+        print(f"| {models[model][1]} | {concurrency} | {rate:,.0f} | {p99:.2f} | {rate / limit:.2f}x |")
 
 
 if __name__ == "__main__":
