@@ -21,6 +21,11 @@ ROOT = Path(__file__).parents[3]
 NATIVE = ["tritonctl.serve.grpc._native", "tritonctl.serve.http._native"]
 
 
+def inherited_path() -> list[str]:
+    """This process's PYTHONPATH entries (where the dependencies may live), kept after the test's own."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 def startup_lines(repo: Path, blocked: list[str], path: list[Path] = (), extra: list[str] = ()) -> list[str]:
     """The log up to the line that says the server is serving; the server is then stopped.
     ``path``: more entries for PYTHONPATH; ``extra``: more flags."""
@@ -28,7 +33,7 @@ def startup_lines(repo: Path, blocked: list[str], path: list[Path] = (), extra: 
     code += "from tritonctl.cli.app import main; main()"
     process = subprocess.Popen([sys.executable, "-c", code, "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
                                 "--metrics-port", "-1", *extra],
-                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path]))),
+                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path, *inherited_path()]))),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
@@ -93,7 +98,7 @@ def test_a_model_that_fails_at_start_ends_the_server_unless_asked_not_to(tmp_pat
     (tmp_path / "broken" / "1" / "model.py").write_text("raise RuntimeError('broken on purpose')\n")
     command = [sys.executable, "-m", "tritonctl", "serve", str(tmp_path), "--http-port", "0", "--grpc-port", "0",
                "--metrics-port", "-1"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *inherited_path()]))
     ended = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert ended.returncode == 1
     assert "failed to load all models ('broken' did not load)" in ended.stderr + ended.stdout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tritonctl.analyzer.pipeline_space import BLS_PARAMETER, PipelineKnobs, composing_from_config, knobs_from_record
@@ -20,6 +20,8 @@ KNOBS = st.builds(Knobs, max_batch_size=st.integers(0, 64), max_queue_delay_us=s
                   max_queue_size=st.integers(0, 64), queue_timeout_us=st.integers(0, 10_000))
 
 
+# The name regex is compiled on first use, which a cold machine can take over a second for.
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(NAMES, min_size=1, max_size=5), st.lists(st.sampled_from(["", " ", "  ", "\t"]), min_size=10,
                                                            max_size=10))
 def test_the_parameter_names_the_steps_whatever_the_spacing(names, pads):
