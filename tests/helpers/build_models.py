@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -9,8 +11,34 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def model_at_lowest_ir(graph, opset: int = 17) -> onnx.ModelProto:
+    """``graph`` as a model of ``opset`` with the lowest IR version that operator set allows, so that
+    any onnxruntime that runs the opset reads it (onnx's default IR version is its newest, which an
+    older onnxruntime refuses)."""
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+@lru_cache(maxsize=1)
+def onnxruntime_max_ir_version() -> int:
+    """The newest ONNX IR version the installed onnxruntime reads, as its refusal of IR 99 says."""
+    import onnxruntime as ort
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=99)
+    try:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - its text carries the number
+        found = re.search(r"max supported IR version: (\d+)", str(exc))
+        if found:
+            return int(found.group(1))
+    raise RuntimeError("onnxruntime did not say which IR versions it reads")
+
+
 def _save(graph, path: Path, opset: int = 17) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = model_at_lowest_ir(graph, opset)
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path

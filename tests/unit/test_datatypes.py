@@ -7,6 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
+from helpers.build_models import model_at_lowest_ir
 from tritonctl.repo_schema.datatypes import BY_CONFIG, BY_NUMBER, BY_ONNX, BY_ORT, DATATYPES
 from tritonctl.repo_schema.schema import model_config_pb2
 
@@ -38,7 +39,7 @@ def test_ort_name_is_what_onnxruntime_reports(datatype):
     value = helper.make_tensor_value_info("x", datatype.onnx, [2])
     out = helper.make_tensor_value_info("y", datatype.onnx, [2])
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [value], [out])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = model_at_lowest_ir(graph)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert session.get_inputs()[0].type == datatype.ort
     assert BY_ORT[session.get_outputs()[0].type] is datatype

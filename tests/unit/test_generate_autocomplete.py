@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from helpers.build_models import model_at_lowest_ir
 from tritonctl.repo_schema.autocomplete import effective_config, instance_plan
 
 Shape = list  # ints, None or a symbolic name per dim; None for an unranked tensor
@@ -28,7 +29,7 @@ def make_onnx(path: Path, inputs: dict[str, tuple[int, Shape | None]],
         [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
         [helper.make_tensor_value_info(n, t, s) for n, (t, s) in outputs.items()])
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(model_at_lowest_ir(graph), str(path))
     return path
 
 

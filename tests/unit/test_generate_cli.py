@@ -12,6 +12,7 @@ from google.protobuf import text_format
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
+from helpers.build_models import model_at_lowest_ir
 from test_generate_autocomplete import make_onnx
 from tritonctl.cli.app import create_app
 from tritonctl.cli.errors import CliError
@@ -184,7 +185,7 @@ def test_external_data_is_copied_next_to_the_graph(tmp_path):
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])], [weights])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = model_at_lowest_ir(graph)
     source = tmp_path / "src" / "big.onnx"
     source.parent.mkdir()
     onnx.save(model, str(source), save_as_external_data=True, all_tensors_to_one_file=True,

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 from tritonctl.convert.errors import BuildError
 from tritonctl.optional import require
 from tritonctl.repo_schema.datatypes import DATATYPES
+from tritonctl.repo_schema.modelfiles.onnx import explain_onnxruntime_error
 
 Arrays = dict  # input or output name -> numpy array
 Runner = Callable[[Arrays], list]  # inputs -> outputs in the model's output order
@@ -187,7 +188,8 @@ def ort_session(model):
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise BuildError(f"onnxruntime cannot load the model: {str(exc).strip().splitlines()[0]}") from None
+        reason = explain_onnxruntime_error(str(exc).strip().splitlines()[0], ort.__version__)
+        raise BuildError(f"onnxruntime cannot load the model: {reason}") from None
 
 
 def table(report: AccuracyReport) -> list[tuple[str, str, str, str, str]]:

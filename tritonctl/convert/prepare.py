@@ -51,12 +51,14 @@ def verify_rows(original, rewritten, changes: list[str], shapes: list[ShapeSpec]
     io = _io_of(rewritten, read_onnx_io)
     arrays = accuracy.random_inputs(specs_for(io, VERIFY_ROWS, shapes), seed)
     names = [t.name for t in io.outputs]
+    # The source first: what onnxruntime cannot run at all (a model newer than it reads, say) is
+    # the source's problem, not the rewrite's.
+    reference = accuracy.rowwise(accuracy.onnx_runner(original))(arrays)
     try:
         result = accuracy.onnx_runner(rewritten)(arrays)
     except Exception as exc:
         raise _rewrite_failed(changes, f"onnxruntime cannot run it at batch {VERIFY_ROWS}: "
                                        f"{str(exc).strip().splitlines()[0]}") from None
-    reference = accuracy.rowwise(accuracy.onnx_runner(original))(arrays)
     bad = [c for c in accuracy.compare(names, reference, result, 1e-5, 1e-4) if not c.passed]
     if bad:
         detail = "; ".join(f"output '{c.name}' {c.problem or f'max abs error {c.max_abs:.3g}'}" for c in bad)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from helpers.build_models import fixed_batch_concat, fixed_batch_reshape, sequence_model, with_ir_version
+from helpers.build_models import (fixed_batch_concat, fixed_batch_reshape, onnxruntime_max_ir_version,
+                                  sequence_model, with_ir_version)
 
 from tritonctl.convert import onnx_prep
 from tritonctl.convert.errors import BuildError
-from tritonctl.convert.prepare import prepare_onnx
+from tritonctl.convert.prepare import prepare_onnx, verify_rows
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -102,6 +103,13 @@ def test_checker_failure_is_a_build_error(tmp_path):
 @pytest.mark.parametrize("ir_version", range(onnx_prep.OLDEST_IR_VERSION, onnx.IR_VERSION + 1))
 def test_every_ir_version_onnx_reads_is_prepared_and_checked(tmp_path, ir_version):
     source = with_ir_version(fixed_batch_reshape(tmp_path / "m.onnx"), tmp_path / "ir.onnx", ir_version)
+    if ir_version > onnxruntime_max_ir_version():  # an onnx newer than this onnxruntime
+        with pytest.raises(BuildError) as refused:
+            prepare_onnx(onnx.load(str(source)), tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+        assert str(refused.value).startswith(f"onnxruntime cannot load the model: the model has ONNX IR version "
+                                             f"{ir_version} and onnxruntime {ort.__version__} reads IR versions up "
+                                             f"to {onnxruntime_max_ir_version()}")
+        return
     prepared = prepare_onnx(onnx.load(str(source)), tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
     model = prepared.model
     assert model.ir_version == ir_version and prepared.folded == 1
@@ -115,6 +123,22 @@ def test_every_ir_version_onnx_reads_is_prepared_and_checked(tmp_path, ir_versio
     rows = np.concatenate([original.run(None, {"x": x[i:i + 1]})[0] for i in range(4)])
     batched = ort.InferenceSession(str(prepared.path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(batched, rows, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_newer_than_onnxruntime_reads_says_so_and_how_out(tmp_path):
+    """A model written by a newer onnx than onnxruntime reads: onnxruntime's refusal, explained, and
+    not blamed on the batch rewrite (the source is run first)."""
+    model = onnx.load(fixed_batch_reshape(tmp_path / "m.onnx"))
+    rewritten = onnx_prep.make_batch_dynamic(model).model
+    model.ir_version = rewritten.ir_version = 99  # onnx's checker refuses it too, so after the rewrite
+    with pytest.raises(BuildError) as refused:
+        verify_rows(model, rewritten, ["a change"], [], seed=0)
+    limit = onnxruntime_max_ir_version()
+    assert str(refused.value) == (
+        f"onnxruntime cannot load the model: the model has ONNX IR version 99 and onnxruntime {ort.__version__} "
+        f"reads IR versions up to {limit} (a newer onnx wrote it): upgrade onnxruntime (pip install -U onnxruntime), "
+        f"or save the model with ir_version {limit} or lower (onnx.helper.find_min_ir_version_for gives the lowest "
+        "its operator sets allow)")
 
 
 def test_overridable_initializers_are_not_folded_from_ir_version_4():

@@ -10,6 +10,7 @@ import pytest
 from google.protobuf import text_format
 from onnx import TensorProto, helper
 
+from helpers.build_models import model_at_lowest_ir
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.backends.onnxruntime import OnnxRuntimeBackend
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec
@@ -20,7 +21,7 @@ def identity_model(path: Path, element_type: int) -> None:
     y = helper.make_tensor_value_info("y", element_type, [-1, 4])
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [x], [y])
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(model_at_lowest_ir(graph), str(path))
 
 
 def load(version_dir: Path, input_type: str, output_type: str) -> OnnxRuntimeBackend:
@@ -49,3 +50,22 @@ def test_a_type_the_model_does_not_have_is_refused_in_the_configs_names(tmp_path
     with pytest.raises(BackendLoadError, match=f"configuration expects datatype {wrong} for {side} '{name}', "
                                                "model provides TYPE_FP32"):
         load(tmp_path / "1", input_type, output_type)
+
+
+def test_a_model_newer_than_onnxruntime_reads_fails_to_load_saying_how_out(tmp_path):
+    import onnxruntime as ort
+
+    from helpers.build_models import onnxruntime_max_ir_version
+
+    identity_model(tmp_path / "1" / "model.onnx", TensorProto.FLOAT)
+    model = onnx.load(str(tmp_path / "1" / "model.onnx"))
+    model.ir_version = 99
+    onnx.save(model, str(tmp_path / "1" / "model.onnx"))
+    with pytest.raises(BackendLoadError) as refused:
+        load(tmp_path / "1", "TYPE_FP32", "TYPE_FP32")
+    limit = onnxruntime_max_ir_version()
+    assert str(refused.value) == (
+        f"onnxruntime could not load 'model.onnx' for model 'm': the model has ONNX IR version 99 and onnxruntime "
+        f"{ort.__version__} reads IR versions up to {limit} (a newer onnx wrote it): upgrade onnxruntime (pip install "
+        f"-U onnxruntime), or save the model with ir_version {limit} or lower (onnx.helper.find_min_ir_version_for "
+        "gives the lowest its operator sets allow)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -9,6 +10,23 @@ from tritonctl.repo_schema.modelfiles import (LFS_HINT, ModelFileError, ModelIO,
                                               lfs_pointer_problem)
 from tritonctl.repo_schema.datatypes import BY_ONNX
 from tritonctl.repo_schema.schema import onnx_pb2
+
+
+# onnxruntime's words when a model is newer than it reads
+_IR_TOO_NEW = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+
+
+def explain_onnxruntime_error(text: str, onnxruntime_version: str) -> str:
+    """onnxruntime's refusal of a model, with what it means and the two ways out when the model
+    is newer than this onnxruntime reads (a newer onnx wrote it); any other text as it is."""
+    too_new = _IR_TOO_NEW.search(text)
+    if too_new is None:
+        return text
+    model_ir, max_ir = too_new.groups()
+    return (f"the model has ONNX IR version {model_ir} and onnxruntime {onnxruntime_version} reads IR versions up "
+            f"to {max_ir} (a newer onnx wrote it): upgrade onnxruntime (pip install -U onnxruntime), or save the "
+            f"model with ir_version {max_ir} or lower (onnx.helper.find_min_ir_version_for gives the lowest its "
+            "operator sets allow)")
 
 
 def onnx_model_path(path: Path) -> Path:

@@ -9,6 +9,7 @@ import numpy as np
 
 from tritonctl.optional import ONNXRUNTIME_GPU
 from tritonctl.repo_schema.datatypes import BY_ORT
+from tritonctl.repo_schema.modelfiles.onnx import explain_onnxruntime_error
 from tritonctl.serve.backends.params import parse_bool, parse_int
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
@@ -96,8 +97,8 @@ class OnnxRuntimeBackend(Backend):
         except BackendLoadError:
             raise
         except Exception as exc:
-            raise BackendLoadError(
-                f"onnxruntime could not load '{path.name}' for model '{config.name}': {exc}") from None
+            raise BackendLoadError(f"onnxruntime could not load '{path.name}' for model '{config.name}': "
+                                   f"{explain_onnxruntime_error(str(exc), ort.__version__)}") from None
         self._check_io()
 
     def _check_io(self) -> None:
