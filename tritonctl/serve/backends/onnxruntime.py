@@ -49,36 +49,81 @@ def session_options(config):
     return options
 
 
-def providers(config, instance: InstanceSpec) -> list:
-    """CPU by default; CUDA (and TensorRT when asked) for KIND_GPU instances."""
-    import onnxruntime as ort
+# The tensorrt accelerator's parameters that onnxruntime's TensorRT provider names otherwise; the
+# other keys (trt_*) are the provider's own. precision_mode sets one switch.
+TRT_OPTION_NAMES = {"max_workspace_size_bytes": "trt_max_workspace_size",
+                    "int8_calibration_table_name": "trt_int8_calibration_table_name",
+                    "int8_use_native_calibration_table": "trt_int8_use_native_calibration_table"}
+TRT_PRECISION_SWITCHES = {"FP16": "trt_fp16_enable", "BF16": "trt_bf16_enable", "INT8": "trt_int8_enable"}
+# Model parameters Triton still reads as CUDA provider options (before the cuda accelerator had
+# parameters): name -> the provider option, and for the numbered ones, number -> value.
+CUDA_MODEL_PARAMETERS = {
+    "cudnn_conv_algo_search": {"0": "EXHAUSTIVE", "1": "HEURISTIC", "2": "DEFAULT"},
+    "arena_extend_strategy": {"0": "kNextPowerOfTwo", "1": "kSameAsRequested"},
+    "gpu_mem_limit": None, "do_copy_in_default_stream": None}
 
+
+def providers(config, instance: InstanceSpec, available: list[str] | None = None) -> list:
+    """CPU by default; for KIND_GPU instances, onnxruntime's TensorRT provider where the
+    ``tensorrt`` accelerator asks for it, then CUDA (with the ``cuda`` accelerator's parameters and
+    the CUDA model parameters), then the CPU, on the instance's device, as Triton's onnxruntime
+    backend sets them up. ``available``: onnxruntime's providers (asked when not given)."""
     if instance.kind != "KIND_GPU":
         return ["CPUExecutionProvider"]
-    available = ort.get_available_providers()
+    if available is None:
+        import onnxruntime as ort
+
+        available = ort.get_available_providers()
     if "CUDAExecutionProvider" not in available:
         raise BackendLoadError(
             f"instance group '{instance.name}' of model '{config.name}' has kind KIND_GPU but no CUDA device is "
             "usable here (onnxruntime has no CUDAExecutionProvider); use KIND_CPU, or run on a machine with a GPU "
             f"and onnxruntime's CUDA build ({ONNXRUNTIME_GPU.install})")
+    device = str(max(instance.device_id, 0))
     chosen: list = []
-    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
-    for accelerator in accelerators:
-        if accelerator.name == "tensorrt" and "TensorrtExecutionProvider" in available:
-            options = {"device_id": instance.device_id}
-            precision = accelerator.parameters.get("precision_mode", "FP32")
-            if precision == "FP16":
-                options["trt_fp16_enable"] = True
-            elif precision == "INT8":
-                options["trt_int8_enable"] = True
-            chosen.append(("TensorrtExecutionProvider", options))
-    cuda_params = {}
-    for accelerator in accelerators:
-        if accelerator.name == "cuda":
-            cuda_params.update(accelerator.parameters)
-    chosen.append(("CUDAExecutionProvider", {"device_id": max(instance.device_id, 0), **cuda_params}))
+    cuda_options: dict[str, str] = {}
+    for accelerator in config.optimization.execution_accelerators.gpu_execution_accelerator:
+        if accelerator.name == "tensorrt":
+            if "TensorrtExecutionProvider" not in available:
+                raise BackendLoadError(
+                    "unknown Execution Accelerator 'tensorrt' is requested: this onnxruntime has no "
+                    f"TensorrtExecutionProvider (it has {', '.join(available)}); install an onnxruntime build "
+                    "with TensorRT, or remove the tensorrt accelerator to run on CUDA")
+            chosen.append(("TensorrtExecutionProvider", {**_tensorrt_options(accelerator.parameters),
+                                                         "device_id": device}))
+        elif accelerator.name == "cuda":
+            cuda_options.update(accelerator.parameters)
+        else:
+            raise BackendLoadError(f"unknown Execution Accelerator '{accelerator.name}' is requested")
+    cuda_options.update(_cuda_model_parameters(config))
+    chosen.append(("CUDAExecutionProvider", {**cuda_options, "device_id": device}))
     chosen.append("CPUExecutionProvider")
     return chosen
+
+
+def _tensorrt_options(parameters) -> dict[str, str]:
+    options = {}
+    for key, value in parameters.items():
+        if key == "precision_mode":
+            if value not in ("FP32", *TRT_PRECISION_SWITCHES):
+                raise BackendLoadError(f"unsupported precision mode '{value}' is requested")
+            if value in TRT_PRECISION_SWITCHES:
+                options[TRT_PRECISION_SWITCHES[value]] = "1"
+        elif value:
+            options[TRT_OPTION_NAMES.get(key, key)] = value
+    return options
+
+
+def _cuda_model_parameters(config) -> dict[str, str]:
+    options = {}
+    for key, values in CUDA_MODEL_PARAMETERS.items():
+        if key not in config.parameters:
+            continue
+        value = config.parameters[key].string_value
+        if values is not None and value.strip() not in values:
+            raise BackendLoadError(f"unsupported {key} value '{value}' is requested")
+        options[key] = value if values is None else values[value.strip()]
+    return options
 
 
 class OnnxRuntimeBackend(Backend):
