@@ -20,6 +20,7 @@ from helpers.analyze_models import onnx_model
 from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze
 from tritonctl.analyzer.objective import Constraints
 from tritonctl.analyzer.results import COLUMNS
+from tritonctl.optional import unavailable
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace
 from helpers.cli_runner import cli
 from tritonctl.repo_schema.validate import validate_paths
@@ -56,7 +57,8 @@ def test_exhaustive_picks_the_best_measured_config_and_smart_replays_it(repo, tm
     assert result.meta["candidates_total"] == result.meta["candidates_measured"] == 4  # default + 3 in the grid
     frame = pd.read_csv(out / "measurements.csv")
     assert tuple(frame.columns[:len(COLUMNS)]) == COLUMNS and len(frame) == result.measured
-    assert pd.read_parquet(out / "measurements.parquet").equals(result.frame)
+    if unavailable("pyarrow") is None:  # else the run says why it left it out (unit/analyzer/test_results_files.py)
+        assert pd.read_parquet(out / "measurements.parquet").equals(result.frame)
     # "load": the load check, when another load level of the chosen config came within noise of its best.
     load_check = result.meta["final_round"]["load_check"]
     assert set(frame["stage"]) == {"baseline", "exhaustive", "final"} | ({"load"} if load_check else set())

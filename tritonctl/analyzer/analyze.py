@@ -377,7 +377,7 @@ def _finish(options: AnalyzeOptions, model_dir: Path, candidates: CandidateSet, 
         searched["dynamic_batching"] = list(dict.fromkeys(c.knobs.dynamic_batching for c in candidates.all))
         meta["why"] = explain(results, best, meta["final_round"], options.objective, options.constraints, searched)
     notes: list[str] = []
-    files = write_tables(frame, options.output_dir)
+    files = write_tables(frame, options.output_dir, notes)
     applied = None
     if best is not None and best_candidate is not None and not interrupted and final is not None:
         text, path = write_best_config(best_candidate, best, default, meta, model_dir, options.output_dir)

@@ -269,7 +269,7 @@ def _finish(options: AnalyzeOptions, pipeline: Pipeline, space: JointSpace, sear
         },
     }
     notes: list[str] = []
-    files = write_tables(frame, options.output_dir)
+    files = write_tables(frame, options.output_dir, notes)
     applied = None
     if best is not None and chosen is not None and not interrupted and final is not None:
         texts, paths = write_step_configs(chosen, best, default, meta, pipeline, options.output_dir)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tritonctl.analyzer.objective import ConfigResult, Constraints, Objective
 from tritonctl.analyzer.point import Point
+from tritonctl.optional import unavailable
 
 if TYPE_CHECKING:
     import pandas
@@ -56,10 +57,17 @@ def points_frame(points: list[Point], objective: Objective, constraints: Constra
     return frame.astype({**types, **{c: "float64" for c in floats}, "measured_s": "float64"})
 
 
-def write_tables(frame: "pandas.DataFrame", output_dir: Path) -> list[Path]:
-    """``measurements.csv`` and ``measurements.parquet`` (pyarrow)."""
+def write_tables(frame: "pandas.DataFrame", output_dir: Path, notes: list[str]) -> list[Path]:
+    """``measurements.csv``, and ``measurements.parquet`` where pyarrow imports. A pyarrow built for
+    NumPy 2 does not import beside NumPy 1.x, and pip cannot tell (pyarrow does not name numpy):
+    the run then keeps its CSV, and ``notes`` says why the Parquet file is missing."""
     csv_path, parquet_path = output_dir / "measurements.csv", output_dir / "measurements.parquet"
     frame.to_csv(csv_path, index=False)
+    missing = unavailable("pyarrow")
+    if missing:
+        parquet_path.unlink(missing_ok=True)  # an earlier run's must not pass for this run's
+        notes.append(f"measurements.parquet not written: {missing}; measurements.csv holds the same table")
+        return [csv_path]
     frame.to_parquet(parquet_path, index=False)
     return [csv_path, parquet_path]
 

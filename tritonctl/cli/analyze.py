@@ -150,8 +150,7 @@ def analyze(
     from tritonctl.cli.analyze_view import ProgressReporter, RepositoryProgress, print_repository, print_result
     from tritonctl.optional import require
 
-    for module in ("pandas", "pyarrow"):  # the measurements are written as they come: missing them fails now
-        require(module, "tritonctl analyze")
+    require("pandas", "tritonctl analyze")  # the measurements are written as they come: missing it fails now
     err = Console(stderr=True)
     try:
         if resume and overwrite:

@@ -5,6 +5,7 @@ model, over HTTP and gRPC on both transports."""
 from __future__ import annotations
 
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -62,6 +63,10 @@ def test_only_missing_names_are_restored_and_as_numpy_documents_them():
     restore_numpy1_names()
     assert restore_numpy1_names() == []  # idempotent
     assert np.NINF == -np.inf and np.float_ is np.float64 and np.string_ is np.bytes_
-    assert np.product is np.prod and np.round_ is np.round
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # numpy 1.x keeps its own (deprecated) functions
+        assert np.product is np.prod and np.round_ is np.round
+    assert np.product(np.array([2, 3])) == 6 and np.round_(2.5) == 2.0
     assert np.trapz(np.array([1.0, 2.0, 3.0])) == 4.0
-    assert set(NUMPY1_NAMES) <= set(dir(np)) | {name for name, value in NUMPY1_NAMES.items() if value is None}
+    with warnings.catch_warnings():  # numpy 1.x serves some of them through a deprecation shim, not in dir()
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert all(hasattr(np, name) for name, value in NUMPY1_NAMES.items() if value is not None)
