@@ -4,7 +4,6 @@ pyproject.toml, and a missing library becomes one line naming its install."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tritonctl.optional import (ONNXRUNTIME_GPU, PROVIDERS, MissingDependency, i
                                 provider_of, require, unavailable)
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
+tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
 
 
 def _name(requirement: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -65,7 +66,12 @@ Completion = Callable[["InferResponse | None", "ServeError | None"], None]
 Stream = Callable[["InferResponse | None", "ServeError | None", bool], None]
 
 
-@dataclass(slots=True, eq=False, weakref_slot=True)
+# Slots with a weakref slot (ensembles and BLS hold requests weakly) need Python 3.11; on 3.10 the
+# request keeps an instance dict.
+_SLOTS = {"slots": True, "weakref_slot": True} if sys.version_info >= (3, 11) else {}
+
+
+@dataclass(eq=False, **_SLOTS)
 class InferRequest:
     """One inference request as the scheduler sees it.
 
