@@ -55,8 +55,8 @@ TRT_OPTION_NAMES = {"max_workspace_size_bytes": "trt_max_workspace_size",
                     "int8_calibration_table_name": "trt_int8_calibration_table_name",
                     "int8_use_native_calibration_table": "trt_int8_use_native_calibration_table"}
 TRT_PRECISION_SWITCHES = {"FP16": "trt_fp16_enable", "BF16": "trt_bf16_enable", "INT8": "trt_int8_enable"}
-# Model parameters Triton still reads as CUDA provider options (before the cuda accelerator had
-# parameters): name -> the provider option, and for the numbered ones, number -> value.
+# Model parameters Triton still reads as CUDA provider options of the same names (from before the
+# cuda accelerator had parameters): name -> None (the value as it is) or the numbered values' names.
 CUDA_MODEL_PARAMETERS = {
     "cudnn_conv_algo_search": {"0": "EXHAUSTIVE", "1": "HEURISTIC", "2": "DEFAULT"},
     "arena_extend_strategy": {"0": "kNextPowerOfTwo", "1": "kSameAsRequested"},
