@@ -8,7 +8,7 @@ import pytest
 from tritonctl.repo_schema.gpus import ASSUME_GPUS_ENV
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def no_gpus():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(ASSUME_GPUS_ENV, "0")
