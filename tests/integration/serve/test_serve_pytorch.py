@@ -60,6 +60,26 @@ class RunningSum(torch.nn.Module):
         return total, total
 
 
+class TupleWithInt(torch.nn.Module):
+    def forward(self, x):
+        return x, 3
+
+
+class NoTensors(torch.nn.Module):
+    def forward(self, x) -> List[torch.Tensor]:
+        return []
+
+
+class Pair(torch.nn.Module):
+    def forward(self, x):
+        return x, x * 2
+
+
+class HalfBrain(torch.nn.Module):
+    def forward(self, x):
+        return x.to(torch.bfloat16)
+
+
 class Failing(torch.nn.Module):
     def forward(self, x):
         if bool(x.sum() < 0):
@@ -141,6 +161,37 @@ def make_repository(repo: Path) -> Path:
         max_batch_size: 4
         input [ {{ name: "a" {FP32} dims: [ 2 ] }}, {{ name: "b" {FP32} dims: [ 2 ] }} ]
         output [ {{ name: "OUT__0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+        """)
+    _entry(repo, "tuple_with_int", TupleWithInt(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }}, {{ name: "OUTPUT__1" {FP32} dims: [ 2 ] }} ]
+        """)
+    _entry(repo, "no_tensors", NoTensors(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }} ]
+        """)
+    _entry(repo, "pair_bad_index", Pair(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }}, {{ name: "OUTPUT__3" {FP32} dims: [ 2 ] }} ]
+        """)
+    _entry(repo, "pair_bad_type", Pair(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }}, {{ name: "OUTPUT__1" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+        """)
+    _entry(repo, "bfloat16_out", HalfBrain(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
+        output [ {{ name: "OUTPUT__0" {FP32} dims: [ 2 ] }} ]
+        parameters {{ key: "INTRA_OP_THREAD_COUNT" value: {{ string_value: "1 thread" }} }}
         """)
     return repo
 
@@ -253,6 +304,30 @@ def test_model_errors_reach_the_client_with_tritons_texts(served, module):
                           np.ones((1, 2), np.float32))
 
 
+@PROTOCOLS
+def test_outputs_are_checked_as_triton_checks_them(served, module):
+    """Every output the config lists is checked after forward(), the ones not asked for too."""
+    client = _client(module, served)
+    x = np.ones((1, 2), np.float32)
+    failures = {
+        "tuple_with_int": ("500", "PyTorch execute failure: Expected Tensor but got Int"),
+        "no_tensors": ("500", "PyTorch execute failure: output must be of type Tensor or List[str], received "
+                              "List[Tensor]"),
+        "pair_bad_index": ("400", "The output OUTPUT__3 in the model configuration refers to an output index which "
+                                  "doesn't exist. This model has 2 outputs"),
+        "pair_bad_type": ("400", "configuration expects datatype TYPE_INT32 for output 'OUTPUT__1', model provides "
+                                 "TYPE_FP32"),
+        "bfloat16_out": ("400", "configuration expects datatype TYPE_FP32 for output 'OUTPUT__0', model provides "
+                                "TYPE_<invalid>"),
+    }
+    statuses = {"500": "StatusCode.INTERNAL", "400": "StatusCode.INVALID_ARGUMENT"}
+    for model, (status, text) in failures.items():
+        with pytest.raises(InferenceServerException) as raised:
+            client.infer(model, _inputs(module, x=x), outputs=[module.InferRequestedOutput("OUTPUT__0")])
+        assert raised.value.status() in (status, statuses[status]), model
+        assert raised.value.message() == text, model
+
+
 LOAD_FAILURES = {
     "too_few_inputs": (Difference(), f"""
         backend: "pytorch"
@@ -272,7 +347,50 @@ LOAD_FAILURES = {
         input [ {{ name: "x" {FP32} dims: [ 2 ] }} ]
         output [ {{ name: "y__0" {FP32} dims: [ 2 ] }} ]
         parameters {{ key: "INFERENCE_MODE" value: {{ string_value: "maybe" }} }}
-        """, "parameter 'INFERENCE_MODE' is 'maybe'; the pytorch backend expects a boolean"),  # validate's PAR02
+        """, "failed to convert 'maybe' to boolean"),  # validate's PAR02, in the backend's words
+    "uint32_input": (Failing(), """
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ { name: "INPUT0" data_type: TYPE_UINT32 dims: [ 2 ] } ]
+        output [ { name: "OUTPUT__0" data_type: TYPE_INT8 dims: [ 2 ] } ]
+        """, "unsupported datatype TYPE_UINT32 for input 'INPUT0' for model 'uint32_input'"),  # validate's IO18
+    "no_inputs": (Failing(), f"""
+        backend: "pytorch"
+        max_batch_size: 4
+        output [ {{ name: "y__0" {FP32} dims: [ 2 ] }} ]
+        """, "model configuration must contain at least one input, none were specified."),  # validate's PT01
+    "unindexed_state": (RunningSum(), """
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ { name: "VALUE__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "TOTAL__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        sequence_batching {
+          control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+          state [ { input_name: "STATE__2" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        }
+        """, "PyTorch model 'unindexed_state' is using sequence batching with state but state 'STATE_OUT' does not "
+             "follow the <name>__<index> naming convention."),  # validate's PT02
+    "state_by_argument_name": (RunningSum(), """
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ { name: "value" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "TOTAL__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        sequence_batching {
+          control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+          state [ { input_name: "STATE__2" output_name: "STATE__1" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        }
+        """, "PyTorch model 'state_by_argument_name' is using sequence batching with state but not all inputs and "
+             "outputs follow the <name>__<index> naming convention. "),
+    "uint32_corrid": (RunningSum(), """
+        backend: "pytorch"
+        max_batch_size: 4
+        input [ { name: "VALUE__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "TOTAL__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        sequence_batching {
+          control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+                          { name: "CORRID__2" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT32 } ] } ]
+        }
+        """, "input 'CORRID__2' type 'TYPE_UINT32' is not supported by PyTorch."),
     "on_gpu": (Failing(), f"""
         backend: "pytorch"
         max_batch_size: 4

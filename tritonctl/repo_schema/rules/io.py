@@ -353,9 +353,15 @@ def _check_entry(ctx, io, kind: str, index: int) -> None:
                        path + ("dims",), hint="write the 3 dims of the tensor (without the batch)")
     allowed = BACKEND_DATA_TYPES.get(config.backend)
     if allowed and io.data_type != 0 and dtype_name(io.data_type) not in allowed:
-        ctx.report(UNSUPPORTED_TYPE, f"{what} has data_type {dtype_name(io.data_type)}, which the "
-                   f"{config.backend} backend does not support", path + ("data_type",),
-                   hint=f"use one of {', '.join(sorted(allowed))}")
+        ctx.report(UNSUPPORTED_TYPE, _unsupported_type_text(ctx, what, dtype_name(io.data_type)),
+                   path + ("data_type",), hint=f"use one of {', '.join(sorted(allowed))}")
+
+
+def _unsupported_type_text(ctx, what: str, type_name: str) -> str:
+    backend = ctx.effective.backend
+    if backend == "pytorch":  # the PyTorch backend's own words
+        return f"unsupported datatype {type_name} for {what} for model '{ctx.name}'"
+    return f"{what} has data_type {type_name}, which the {backend} backend does not support"
 
 
 def _check_input_flags(ctx, io, index: int) -> None:

@@ -494,19 +494,20 @@ def check_pytorch_config(ctx) -> None:
         return
     for side in ("input", "output"):
         if not getattr(config, side):
-            ctx.report(PT_NO_IO, f"PyTorch model '{ctx.name}' lists no {side}s; the PyTorch backend has no "
-                       "auto-complete", anchor(ctx), hint=f"list every model {side} in config.pbtxt")
+            ctx.report(PT_NO_IO, f"model configuration must contain at least one {side}, none were specified. "
+                       f"(PyTorch model '{ctx.name}': the PyTorch backend has no auto-complete)", anchor(ctx),
+                       hint=f"list every model {side} in config.pbtxt")
     seq = config.sequence_batching
-    named = [(("sequence_batching", "control_input", i, "name"), c.name, "sequence control")
+    named = [(("sequence_batching", "control_input", i, "name"), c.name, "control")
              for i, c in enumerate(seq.control_input)]
     for i, state in enumerate(seq.state):
-        named += [(("sequence_batching", "state", i, "input_name"), state.input_name, "state input"),
-                  (("sequence_batching", "state", i, "output_name"), state.output_name, "state output")]
+        named += [(("sequence_batching", "state", i, "input_name"), state.input_name, "state"),
+                  (("sequence_batching", "state", i, "output_name"), state.output_name, "state")]
     for path, name, what in named:
         if name and tensor_index(name) is None:
-            ctx.report(PT_INDEX_NAME, f"{what} '{name}' does not follow the <name>__<index> convention the "
-                       "PyTorch backend requires", path, hint=f"rename it to '{name}__<index>', where <index> "
-                       "is its position among forward()'s arguments")
+            ctx.report(PT_INDEX_NAME, _unindexed_text(ctx.name, name, what), path,
+                       hint=f"rename it to '{name}__<index>', where <index> is its position among forward()'s "
+                       "arguments")
     if naming_style([i.name for i in config.input]) == "mixed":
         ctx.report(PT_MIXED_NAMES, "input names mix <name>__<index> and plain names; the config order then "
                    "decides the forward() argument order", ("input",), part="key",
@@ -521,6 +522,14 @@ def check_pytorch_config(ctx) -> None:
                 ctx.report(PT_STRING_RANK, f"{side} '{entry.name}' is TYPE_STRING with full shape "
                            f"{_fmt(((-1,) if batch else ()) + shape)}; the PyTorch backend passes strings as a "
                            "1-dimensional list", _shape_path(entry, side, index), hint=f"use {fix}")
+
+
+def _unindexed_text(model: str, name: str, what: str) -> str:
+    """The PyTorch backend's words for a sequence control or state without <name>__<index>."""
+    if what == "control":
+        return f"input '{name}' does not follow <name>__<index> naming convention."
+    return (f"PyTorch model '{model}' is using sequence batching with state but state '{name}' does not follow "
+            "the <name>__<index> naming convention.")
 
 
 def _python_diagnostic(ctx, code: str, message: str, file: Path, line: int, col: int, hint: str) -> None:

@@ -163,6 +163,16 @@ def _model_code(ctx) -> str:
     return "\n".join(texts)
 
 
+# The words Triton's backends fail a load with, for a value that does not parse.
+PARSE_FAILURES = {"a boolean (true/false, on/off, 1/0)": "boolean", "an integer": "integral number"}
+
+
+def _bad_value_text(key: str, value: str, backend: str, check: Check) -> str:
+    text = f"parameter '{key}' is {value!r}; the {backend} backend expects {check.describe}"
+    target = PARSE_FAILURES.get(check.describe)
+    return f"failed to convert '{value}' to {target} ({text})" if target else text
+
+
 @model_rule
 def check_parameters(ctx) -> None:
     if ctx.is_ensemble or not ctx.config.parameters:
@@ -178,8 +188,8 @@ def check_parameters(ctx) -> None:
         if check is not None:
             problem = check.problem(param.string_value)
             if problem:
-                ctx.report(BAD_VALUE, f"parameter '{key}' is {param.string_value!r}; the {backend} backend "
-                           f"expects {problem}", value_path, hint=f"set string_value to {problem}")
+                ctx.report(BAD_VALUE, _bad_value_text(key, param.string_value, backend, check), value_path,
+                           hint=f"set string_value to {problem}")
             continue
         suggestion = did_you_mean(key, keys)
         if backend == "python":
