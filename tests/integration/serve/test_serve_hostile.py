@@ -15,9 +15,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
+from hypothesis import given, strategies as st
 from tritonclient.utils import InferenceServerException
 
 from helpers.serve_clients import assert_serves
+from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.http.handlers import _accepted_encoding, inference_header_length
 
 BAD_NAMES = ["%2e", "%2E%2e", "..", "a%2Fb", "a%5Cb", "a%00b", "%2e%2e%2F%2e%2e%2Fetc"]
 BAD_GRPC_NAMES = [".", "..", "a/b", "a\\b", "a\0b", "../../etc"]
@@ -305,3 +308,291 @@ def test_a_shared_memory_region_bounds_the_declared_shape(served):
         client.close()
         shm.destroy_shared_memory_region(handle)
     assert_serves(served)
+
+
+# ---- request fields of the wrong type or shape: Triton's texts, as 400 ------------------------
+NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+NOT_BOOL = "attempt to access JSON non-boolean as boolean"
+NOT_STRING = "attempt to access JSON non-string as string"
+NOT_ARRAY = "attempt to access JSON non-array as array"
+
+
+def add_sub_doc(**changes) -> dict:
+    doc = {"inputs": [{"name": name, "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+                      for name in ("INPUT0", "INPUT1")]}
+    doc.update(changes)
+    return doc
+
+
+def with_input0(**changes) -> dict:
+    doc = add_sub_doc()
+    doc["inputs"][0].update(changes)
+    return doc
+
+
+def without_input0_field(field: str) -> dict:
+    doc = add_sub_doc()
+    del doc["inputs"][0][field]
+    return doc
+
+
+def binary_input0(size) -> dict:
+    doc = without_input0_field("data")
+    doc["inputs"][0]["parameters"] = {"binary_data_size": size}
+    return doc
+
+
+def post_infer(served, doc, headers: dict | None = None, path: str = "/v2/models/add_sub/infer"):
+    body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    status, reply = http_raw(served, "POST", path, body, headers)
+    return status, json.loads(reply) if reply else None
+
+
+@pytest.mark.parametrize("doc,text", [
+    (add_sub_doc(id=5), f"Unable to parse 'id': {NOT_STRING}"),
+    (add_sub_doc(parameters=[1]), "failed to get request params.: attempt to get members for non-object"),
+    (add_sub_doc(parameters={"priority": "x"}), f"Unable to parse 'priority': {NOT_UINT}"),
+    (add_sub_doc(parameters={"priority": -1}), f"Unable to parse 'priority': {NOT_UINT}"),
+    (add_sub_doc(parameters={"timeout": 1.5}), f"Unable to parse 'timeout': {NOT_UINT}"),
+    (add_sub_doc(parameters={"binary_data_output": "yes"}), f"Unable to parse 'binary_data_output': {NOT_BOOL}"),
+    (add_sub_doc(parameters={"sequence_id": 1.5}), f"Unable to parse 'sequence_id': {NOT_STRING}"),
+    (add_sub_doc(parameters={"custom": None}),
+     "parameter 'custom' has invalid type. It should be either 'int', 'bool', or 'string'."),
+    (add_sub_doc(parameters={"custom": {"a": 1}}),
+     "parameter 'custom' has invalid type. It should be either 'int', 'bool', or 'string'."),
+    ({}, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ([1], "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    (add_sub_doc(inputs={}), f"Unable to parse 'inputs': {NOT_ARRAY}"),
+    (add_sub_doc(inputs=[1]), "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+                              "'parameters', 'shared_memory_region' in 'parameters'. But no field is set"),
+    (with_input0(name=5), f"Unable to parse 'name': {NOT_STRING}"),
+    (without_input0_field("name"), "Unable to parse 'name': attempt to access non-existing object member 'name'"),
+    (with_input0(datatype=5), f"Unable to parse 'datatype': {NOT_STRING}"),
+    (with_input0(datatype="FLOAT"), "invalid datatype for input INPUT0"),
+    (with_input0(shape=4), f"Unable to parse 'shape': {NOT_ARRAY}"),
+    (with_input0(data=1), f"Unable to parse 'data': {NOT_ARRAY}"),
+    (with_input0(data={"a": 1}), f"Unable to parse 'data': {NOT_ARRAY}"),
+    (binary_input0("16"), f"Unable to parse 'binary_data_size': {NOT_UINT}"),
+    (add_sub_doc(outputs={"name": "OUTPUT0"}), f"Unable to parse 'outputs': {NOT_ARRAY}"),
+    (add_sub_doc(outputs=["OUTPUT0"]), "Unable to parse 'name': attempt to access non-existing object member 'name'"),
+    (add_sub_doc(outputs=[{}]), "Unable to parse 'name': attempt to access non-existing object member 'name'"),
+    (add_sub_doc(outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": "true"}}]),
+     f"Unable to parse 'binary_data': {NOT_BOOL}"),
+    (add_sub_doc(outputs=[{"name": "OUTPUT0", "parameters": {"classification": "2"}}]),
+     f"Unable to set 'classification': {NOT_UINT}"),
+    (add_sub_doc(outputs=[{"name": "OUTPUT0", "parameters": {"classification": -1}}]),
+     f"Unable to set 'classification': {NOT_UINT}"),
+    (add_sub_doc(inputs=add_sub_doc()["inputs"] * 2), "[request id: <id_unknown>] input 'INPUT0' already exists in "
+                                                      "request"),
+])
+def test_json_fields_of_the_wrong_type_get_tritons_text_as_400(served, doc, text):
+    assert post_infer(served, doc) == (400, {"error": text})
+    assert_serves(served)
+
+
+def test_json_data_elements_of_the_wrong_type_start_with_tritons_text(served):
+    status, reply = post_infer(served, with_input0(data=["1", "2", "3", "4"]))
+    assert status == 400
+    assert reply["error"].startswith("Unable to parse 'data': attempt to access JSON non-number as double (")
+
+
+def test_json_data_nested_in_any_mix_is_read_row_major(served):
+    status, reply = post_infer(served, with_input0(data=[1, [2, [3]], 4]))
+    assert status == 200 and reply["outputs"][0]["data"] == [2, 4, 6, 8]
+
+
+def test_input_parameters_that_are_not_an_object_are_ignored(served):
+    status, reply = post_infer(served, with_input0(parameters=[1]))
+    assert status == 200 and reply["outputs"][0]["data"] == [2, 4, 6, 8]
+
+
+def test_an_output_asked_for_twice_comes_back_once_as_first_asked(served):
+    doc = add_sub_doc(outputs=[{"name": "OUTPUT0"}, {"name": "OUTPUT0", "parameters": {"binary_data": True}}])
+    status, reply = post_infer(served, doc)
+    assert status == 200 and [o["name"] for o in reply["outputs"]] == ["OUTPUT0"]
+    assert reply["outputs"][0]["data"] == [2, 4, 6, 8]
+
+
+BINARY_HEADER = json.dumps({"inputs": [{"name": name, "datatype": "FP32", "shape": [1, 4],
+                                        "parameters": {"binary_data_size": 16}}
+                                       for name in ("INPUT0", "INPUT1")]}).encode()
+BINARY_BODY = BINARY_HEADER + b"\0" * 32
+RAW_REFUSAL = ("[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 2 "
+               "inputs in 'add_sub' model configuration")
+
+
+@pytest.mark.parametrize("value,text", [
+    ("-1", f"inference header size should be in range (0, {len(BINARY_BODY)}), got: -1"),
+    (str(len(BINARY_BODY) + 1), f"inference header size should be in range (0, {len(BINARY_BODY)}), got: "
+                                f"{len(BINARY_BODY) + 1}"),
+    ("99999999999999999999999", f"inference header size should be in range (0, {len(BINARY_BODY)}), got: "
+                                "99999999999999999999999"),
+    ("abc", RAW_REFUSAL),  # read as C's atoi reads it: no digits is 0, a raw request
+    ("", RAW_REFUSAL),
+])
+def test_inference_header_content_length_is_read_as_triton_reads_it(served, value, text):
+    status, reply = post_infer(served, BINARY_BODY, {"Inference-Header-Content-Length": value})
+    assert (status, reply) == (400, {"error": text})
+
+
+def test_inference_header_content_length_with_blanks_and_a_tail_is_its_leading_number(served):
+    status, reply = post_infer(served, BINARY_BODY, {"Inference-Header-Content-Length": f" {len(BINARY_HEADER)}xyz"})
+    assert status == 200 and reply["outputs"][0]["data"] == [0, 0, 0, 0]
+
+
+def test_an_empty_body_without_a_header_length_is_a_raw_request(served):
+    assert post_infer(served, b"") == (400, {"error": RAW_REFUSAL})
+
+
+def test_an_empty_compressed_body_is_nothing_to_decompress(served):
+    assert post_infer(served, b"", {"Content-Encoding": "gzip"}) == (400, {"error": "nothing to be decompressed"})
+
+
+@pytest.mark.parametrize("accept,encoding", [("deflate;q=0", None), ("gzip;q=0", None), ("deflate, gzip", "deflate"),
+                                             ("gzip;q=0.5, deflate;q=0.8", "deflate"), ("identity, gzip", None),
+                                             ("br", None), ("gzip", "gzip")])
+def test_reply_compression_follows_accept_encoding_weights_as_triton(served, accept, encoding):
+    host, port = served.http_url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("POST", "/v2/models/add_sub/infer", json.dumps(add_sub_doc()).encode(),
+                     {"Accept-Encoding": accept})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200 and response.getheader("Content-Encoding") == encoding
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path", ["/v2/", "/v2/health/ready/", "/v2/models/add_sub/", "/v2/models/add_sub/ready/",
+                                  "/v2/models/add_sub/versions/1/"])
+def test_a_path_with_a_trailing_slash_matches_no_route(served, path):
+    assert http_raw(served, "GET", path) == (404, b'{"error":"Not Found"}')
+
+
+HUGE_VERSION = "99999999999999999999"
+VERSION_REFUSAL = (f"failed to get model version from specified version string '{HUGE_VERSION}' (details: stol), "
+                   "version should be an integral value > 0")
+
+
+@pytest.mark.parametrize("path", [f"/v2/models/add_sub/versions/{HUGE_VERSION}",
+                                  f"/v2/models/add_sub/versions/{HUGE_VERSION}/ready"])
+def test_a_version_past_int64_is_refused_in_tritons_words(served, path):
+    status, reply = http_raw(served, "GET", path)
+    assert (status, json.loads(reply)) == (400, {"error": VERSION_REFUSAL})
+
+
+# ---- gRPC inference requests Triton refuses, or reads its own way --------------------------------
+FLOATS = np.arange(4, dtype=np.float32).tobytes()
+
+
+def grpc_add_sub(raw: list | None = (FLOATS, FLOATS), names=("INPUT0", "INPUT1"), typed: tuple = ()):
+    request = service_pb2.ModelInferRequest(model_name="add_sub")
+    for index, name in enumerate(names):
+        tensor = request.inputs.add(name=name, datatype="FP32", shape=[1, 4])
+        if index in typed:
+            tensor.contents.fp32_contents.extend([0, 1, 2, 3])
+    request.raw_input_contents.extend(raw or ())
+    return request
+
+
+def with_parameter(request, key: str, field: str | None, value=None, output: bool = False):
+    params = request.outputs.add(name="OUTPUT0").parameters if output else request.parameters
+    if field is None:
+        params[key].SetInParent()
+    else:
+        setattr(params[key], field, value)
+    return request
+
+
+def grpc_infer(served, request):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        return service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=10)
+
+
+@pytest.mark.parametrize("request_message,code,details", [
+    (grpc_add_sub(raw=[FLOATS]), "INVALID_ARGUMENT",
+     "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request."),
+    (grpc_add_sub(raw=None), "INVALID_ARGUMENT",
+     "unable to find data for input tensor 'INPUT0' for model 'add_sub' in request."),
+    (grpc_add_sub(typed=(0,)), "INVALID_ARGUMENT",
+     "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'add_sub'"),
+    (grpc_add_sub(names=("INPUT0", "INPUT0")), "INVALID_ARGUMENT",
+     "[request id: <id_unknown>] input 'INPUT0' already exists in request"),
+    (with_parameter(grpc_add_sub(), "priority", "int64_param", -1), "INVALID_ARGUMENT",
+     "invalid value for 'priority', expected value >= 0."),
+    (with_parameter(grpc_add_sub(), "timeout", "uint64_param", 5), "INVALID_ARGUMENT",
+     "invalid value type for 'timeout' parameter, expected int64_param."),
+    (with_parameter(grpc_add_sub(), "custom", None), "INVALID_ARGUMENT",
+     "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."),
+    (with_parameter(grpc_add_sub(), "classification", "string_param", "2", output=True), "INVALID_ARGUMENT",
+     "invalid value type for 'classification' parameter, expected int64_param"),
+    (with_parameter(grpc_add_sub(), "classification", "int64_param", -1, output=True), "INVALID_ARGUMENT",
+     "invalid value for 'classification' parameter, expected >= 0"),
+    (service_pb2.ModelInferRequest(model_name="", raw_input_contents=[FLOATS]), "NOT_FOUND",
+     "Request for unknown model: '' is not found"),
+    (service_pb2.ModelInferRequest(model_name="add_sub", model_version=HUGE_VERSION), "INVALID_ARGUMENT",
+     VERSION_REFUSAL),
+    (service_pb2.ModelInferRequest(model_name="add_sub", model_version="-1"), "INVALID_ARGUMENT",
+     "invalid model version specified '-1' , version should be an integral value > 0"),
+])
+def test_grpc_inference_refusals_in_tritons_words(served, request_message, code, details):
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_infer(served, request_message)
+    assert (caught.value.code().name, caught.value.details()) == (code, details)
+    assert_serves(served)
+
+
+def test_grpc_raw_contents_past_the_inputs_are_left_unread(served):
+    reply = grpc_infer(served, grpc_add_sub(raw=[FLOATS, FLOATS, b"extra"]))
+    assert len(reply.raw_output_contents) == 2
+
+
+def test_grpc_an_output_asked_for_twice_comes_back_once(served):
+    request = grpc_add_sub()
+    request.outputs.add(name="OUTPUT1")
+    request.outputs.add(name="OUTPUT1")
+    reply = grpc_infer(served, request)
+    assert [o.name for o in reply.outputs] == ["OUTPUT1"] and len(reply.raw_output_contents) == 1
+
+
+def test_grpc_typed_contents_of_the_wrong_count_are_a_byte_size_mismatch(served):
+    request = grpc_add_sub(raw=None, typed=(0, 1))
+    del request.inputs[0].contents.fp32_contents[-1]
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_infer(served, request)
+    assert caught.value.details() == ("[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for "
+                                      "model 'add_sub'. Expected 16, got 12")
+
+
+def test_grpc_calls_that_name_no_model(served):
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert stub.ModelReady(service_pb2.ModelReadyRequest(name=""), timeout=10).ready is False
+        for call, message in ((stub.ModelMetadata, service_pb2.ModelMetadataRequest(name="")),
+                              (stub.ModelConfig, service_pb2.ModelConfigRequest(name=""))):
+            with pytest.raises(grpc.RpcError) as caught:
+                call(message, timeout=10)
+            assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.NOT_FOUND,
+                                                                     "Request for unknown model: '' is not found")
+
+
+# ---- the header readers, over any bytes ----------------------------------------------------------
+@given(st.binary(max_size=40), st.integers(0, 1 << 40))
+def test_the_header_length_reader_gives_a_length_within_the_body_or_tritons_refusal(value, body_size):
+    try:
+        length = inference_header_length(value, body_size)
+    except ServeError as exc:
+        assert exc.message.startswith(f"inference header size should be in range (0, {body_size}), got: ")
+    else:
+        assert 0 <= length <= body_size
+
+
+@given(st.sampled_from(["", " ", "\t ", "+"]), st.integers(0, (1 << 31) - 1), st.sampled_from(["", "x", " 7", ".5"]))
+def test_the_header_length_reader_takes_the_leading_number(blanks, number, tail):
+    assert inference_header_length(f"{blanks}{number}{tail}".encode(), 1 << 31) == number
+
+
+@given(st.binary(max_size=60))
+def test_accept_encoding_of_any_bytes_picks_gzip_deflate_or_nothing(value):
+    assert _accepted_encoding([(b"accept-encoding", value)]) in (None, b"gzip", b"deflate")

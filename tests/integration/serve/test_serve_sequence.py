@@ -155,11 +155,11 @@ def post(served, model: str, parameters: dict) -> tuple[int, str]:
 
 def test_http_parameters_of_the_wrong_type(served):
     assert post(served, "acc_direct", {"sequence_id": True, "sequence_start": True}) == \
-        (400, "Unable to parse 'sequence_id'")
+        (400, "Unable to parse 'sequence_id': attempt to access JSON non-string as string")
     assert post(served, "acc_direct", {"sequence_id": -4, "sequence_start": True}) == \
-        (400, "Unable to parse 'sequence_id'")
+        (400, "Unable to parse 'sequence_id': attempt to access JSON non-string as string")
     assert post(served, "acc_direct", {"sequence_id": 9, "sequence_start": 1}) == \
-        (400, "Unable to parse 'sequence_start'")
+        (400, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean")
     status, body = post(served, "acc_direct", {"sequence_id": next(ids), "sequence_start": True,
                                                "sequence_end": True})
     assert status == 200 and json.loads(body)["outputs"][0]["data"] == [1]

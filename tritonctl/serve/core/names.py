@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tritonctl.serve.core.errors import invalid_arg
 
 FORBIDDEN = ("/", "\\", "\0")
@@ -16,7 +18,18 @@ def check_model_name(name: str) -> None:
                           "it cannot be empty, '.' or '..', or contain '/', '\\' or NUL")
 
 
+VERSION = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+INT64 = range(-(1 << 63), 1 << 63)
+
+
 def check_version(name: str, version: str) -> None:
-    """Refuse a requested version that is not a decimal number (empty: the model's latest)."""
-    if version and not (version.isascii() and version.isdigit()):
-        raise invalid_arg(f"invalid version {version!r} for model '{name}': a version is a non-negative integer")
+    """Refuse a requested version that is not a number, or not one Triton takes (negative, past
+    int64), in Triton's words (empty: the model's latest)."""
+    if not version:
+        return
+    match = VERSION.fullmatch(version)
+    if match is None or int(match.group(1)) not in INT64:
+        raise invalid_arg(f"failed to get model version from specified version string '{version}' (details: stol), "
+                          "version should be an integral value > 0")
+    if int(match.group(1)) < 0:
+        raise invalid_arg(f"invalid model version specified '{version}' , version should be an integral value > 0")

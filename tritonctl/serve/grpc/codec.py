@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tritonctl.serve.core.errors import invalid_arg
+from tritonctl.serve.core.errors import invalid_arg, not_found
 from tritonctl.serve.core.shm import (BYTE_SIZE, OFFSET, REGION, SharedMemoryManager, ShmParams, manager_for,
                                       shm_params)
 from tritonctl.serve.core.tensors import checked_count, from_raw, to_raw
@@ -24,7 +24,7 @@ def parameter_value(param):
     return getattr(param, which) if which else None
 
 
-def _typed_contents(tensor, shape: list[int], model: str) -> np.ndarray:
+def _typed_contents(tensor, shape: list[int], model: str, request_id: str) -> np.ndarray:
     field = CONTENTS_FIELD.get(tensor.datatype)
     if field is None:
         raise invalid_arg(f"{tensor.datatype} input '{tensor.name}' for model '{model}' must be sent in "
@@ -32,8 +32,12 @@ def _typed_contents(tensor, shape: list[int], model: str) -> np.ndarray:
     values = getattr(tensor.contents, field)
     count = checked_count(shape, tensor.name, model)
     if len(values) != count:
-        raise invalid_arg(f"unexpected number of elements for input '{tensor.name}' for model '{model}'. Expected "
-                          f"{count}, got {len(values)}")
+        if tensor.datatype == "BYTES":
+            raise invalid_arg(f"unexpected number of elements for input '{tensor.name}' for model '{model}'. "
+                              f"Expected {count}, got {len(values)}")
+        size = NUMPY_DTYPE[tensor.datatype].itemsize
+        raise invalid_arg(f"[request id: {request_id or '<id_unknown>'}] input byte size mismatch for input "
+                          f"'{tensor.name}' for model '{model}'. Expected {count * size}, got {len(values) * size}")
     if tensor.datatype == "BYTES":
         out = np.empty(len(values), dtype=object)
         out[:] = list(values)
@@ -88,63 +92,103 @@ def _shm_where(params, tensor: str) -> ShmParams | None:
 _WRONG_TYPE = object()
 
 
+def check_named(model: str) -> None:
+    """Triton's answer to a request that names no model: no model has the empty name."""
+    if not model:
+        raise not_found("Request for unknown model: '' is not found")
+
+
 def decode_request(message, shm: SharedMemoryManager | None = None, raw: list | None = None) -> InferRequest:
     """``shm``: the server's registered shared-memory regions, which tensors may name; ``raw``:
     the raw input contents where they were taken out of ``message`` (``wire.split_request``)."""
     model = message.model_name
+    check_named(model)
     request = InferRequest(model, {}, model_version=message.model_version, id=message.id)
     for key, param in message.parameters.items():
-        if key.startswith("triton_"):
-            _reserved_parameter(key, param)  # read by the stream handler, not a model parameter
-            continue
-        value = parameter_value(param)
-        if key in ("priority", "timeout"):
-            if param.WhichOneof("parameter_choice") not in ("int64_param", "uint64_param"):
-                raise invalid_arg(f"invalid value type for '{key}' parameter, expected int64_param or uint64_param.")
-            if key == "priority":
-                request.priority = value
-            else:
-                request.timeout_us = value
-        elif key in SEQUENCE_PARAMETERS:
-            _sequence_parameter(request, key, param)
-        elif key != "headers":
-            request.parameters[key] = value
+        _read_parameter(request, key, param)
     if raw is None:
         raw = message.raw_input_contents
-    wheres = [_shm_where(tensor.parameters, tensor.name) for tensor in message.inputs]
-    expected = wheres.count(None)  # raw contents belong to the inputs not in shared memory, in order
-    if raw and len(raw) != expected:
-        raise invalid_arg(f"expected {expected} raw input contents but got {len(raw)} for model '{model}'")
     index = 0
-    for tensor, where in zip(message.inputs, wheres):
-        shape = list(tensor.shape)
-        if any(d < 0 for d in shape):
-            raise invalid_arg(f"invalid shape {shape} for input '{tensor.name}' of model '{model}'")
-        if where is not None:
-            if tensor.HasField("contents"):
-                raise invalid_arg(f"unexpected 'content' provided when using shared memory for input tensor "
-                                  f"'{tensor.name}' for model '{model}'")
-            data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id,
-                                                                holder=request)
-        elif raw:
-            data = from_raw(tensor.datatype, shape, raw[index], tensor.name, model, request.id)
-            index += 1
-        else:
-            data = _typed_contents(tensor, shape, model)
+    for tensor in message.inputs:
+        data, index = _input_data(tensor, request, shm, raw, index)
+        if tensor.name in request.inputs:
+            raise invalid_arg(f"[request id: {request.id or '<id_unknown>'}] input '{tensor.name}' already exists in "
+                              "request")
         request.inputs[tensor.name] = InferTensor(tensor.name, tensor.datatype, data)
     if message.outputs:
-        request.requested_outputs = []
+        requested: dict[str, RequestedOutput] = {}
         for output in message.outputs:
-            classification = output.parameters.get("classification")
-            count = int(parameter_value(classification) or 0) if classification is not None else 0
-            requested = RequestedOutput(output.name, count)
-            where = _shm_where(output.parameters, output.name)
-            if where is not None:
-                if classification is not None:
-                    raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
-                requested.shm = manager_for(shm, where).output_target(where, holder=request)
-            request.requested_outputs.append(requested)
+            requested.setdefault(output.name, _requested_output(output, request, shm))
+        request.requested_outputs = list(requested.values())
     return request
+
+
+def _read_parameter(request: InferRequest, key: str, param) -> None:
+    """One request parameter, checked as Triton's gRPC front end checks it."""
+    if key.startswith("triton_"):
+        _reserved_parameter(key, param)  # read by the stream handler, not a model parameter
+        return
+    which = param.WhichOneof("parameter_choice")
+    if key == "priority":
+        if which not in ("int64_param", "uint64_param"):
+            raise invalid_arg("invalid value type for 'priority' parameter, expected int64_param or uint64_param.")
+        if getattr(param, which) < 0:
+            raise invalid_arg("invalid value for 'priority', expected value >= 0.")
+        request.priority = getattr(param, which)
+    elif key == "timeout":
+        if which != "int64_param":
+            raise invalid_arg("invalid value type for 'timeout' parameter, expected int64_param.")
+        request.timeout_us = param.int64_param
+    elif key in SEQUENCE_PARAMETERS:
+        _sequence_parameter(request, key, param)
+    elif key != "headers":
+        if which is None:
+            raise invalid_arg(f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or "
+                              "string_param.")
+        request.parameters[key] = getattr(param, which)
+
+
+def _input_data(tensor, request: InferRequest, shm, raw, index: int) -> tuple[np.ndarray, int]:
+    """(the tensor's data, the index of the next raw contents), found as Triton finds it: shared
+    memory, else its typed contents (not beside raw contents), else the next raw contents."""
+    model = request.model_name
+    shape = list(tensor.shape)
+    if any(d < 0 for d in shape):
+        raise invalid_arg(f"invalid shape {shape} for input '{tensor.name}' of model '{model}'")
+    where = _shm_where(tensor.parameters, tensor.name)
+    if where is not None:
+        if tensor.HasField("contents"):
+            raise invalid_arg(f"unexpected 'content' provided when using shared memory for input tensor "
+                              f"'{tensor.name}' for model '{model}'")
+        data = manager_for(shm, where).input_array(where, tensor.datatype, shape, tensor.name, model, request.id,
+                                                   holder=request)
+        return data, index
+    if tensor.HasField("contents"):
+        if raw:
+            raise invalid_arg(f"contents field must not be specified when using raw_input_contents for "
+                              f"'{tensor.name}' for model '{model}'")
+        return _typed_contents(tensor, shape, model, request.id), index
+    if index >= len(raw):
+        raise invalid_arg(f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request.")
+    return from_raw(tensor.datatype, shape, raw[index], tensor.name, model, request.id), index + 1
+
+
+def _requested_output(output, request: InferRequest, shm) -> RequestedOutput:
+    classification = output.parameters.get("classification")
+    count = 0
+    if classification is not None:
+        if classification.WhichOneof("parameter_choice") != "int64_param":
+            raise invalid_arg("invalid value type for 'classification' parameter, expected int64_param")
+        count = classification.int64_param
+        if count < 0:
+            raise invalid_arg("invalid value for 'classification' parameter, expected >= 0")
+    requested = RequestedOutput(output.name, count)
+    where = _shm_where(output.parameters, output.name)
+    if where is not None:
+        if classification is not None:
+            raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
+        requested.shm = manager_for(shm, where).output_target(where, holder=request)
+    return requested
 
 
 def set_parameter(param, value) -> None:

@@ -27,7 +27,7 @@ from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
 from tritonctl.serve.core.types import InferRequest
-from tritonctl.serve.grpc.codec import decode_request, encode_response_parts, parameter_value
+from tritonctl.serve.grpc.codec import check_named, decode_request, encode_response_parts, parameter_value
 from tritonctl.serve.grpc.stream import StreamSession
 from tritonctl.serve.grpc.wire import join_response, split_request
 
@@ -258,7 +258,8 @@ class GrpcHandlers:
         return service_pb2.ServerReadyResponse(ready=self.server.ready())
 
     async def ModelReady(self, request):
-        return service_pb2.ModelReadyResponse(ready=self.server.manager.is_ready(request.name, request.version))
+        ready = bool(request.name) and self.server.manager.is_ready(request.name, request.version)
+        return service_pb2.ModelReadyResponse(ready=ready)
 
     async def ServerMetadata(self, request):
         meta = self.server.metadata()
@@ -266,6 +267,7 @@ class GrpcHandlers:
                                                   extensions=meta["extensions"])
 
     async def ModelMetadata(self, request):
+        check_named(request.name)
         meta = self.server.model_metadata(request.name, request.version)
         response = service_pb2.ModelMetadataResponse(name=meta["name"], versions=meta["versions"],
                                                      platform=meta["platform"])
@@ -276,6 +278,7 @@ class GrpcHandlers:
         return response
 
     async def ModelConfig(self, request):
+        check_named(request.name)
         return service_pb2.ModelConfigResponse(config=self.server.model_config(request.name, request.version))
 
     async def ModelStatistics(self, request):

@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, invalid_arg
-from tritonctl.serve.core.shm import SharedMemoryManager, manager_for, shm_params
+from tritonctl.serve.core.shm import REGION, SharedMemoryManager, manager_for, shm_params
 from tritonctl.serve.core.tensors import checked_count, element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
@@ -20,20 +20,46 @@ RESERVED_PARAMETERS = {"sequence_id", "sequence_start", "sequence_end", "priorit
                        "binary_data_output"}
 
 
+NOT_STRING = "attempt to access JSON non-string as string"
+NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+NOT_BOOL = "attempt to access JSON non-boolean as boolean"
+NOT_ARRAY = "attempt to access JSON non-array as array"
+# TritonJson's refusal of a JSON value read as a datatype's element type
+ELEMENT_READ_ERROR = {"BOOL": NOT_BOOL, "BYTES": NOT_STRING, "FP32": "attempt to access JSON non-number as double",
+                      "FP64": "attempt to access JSON non-number as double"}
+ELEMENT_READ_ERROR.update({f"INT{bits}": "attempt to access JSON non-signed-integer as signed-integer"
+                           for bits in (8, 16, 32, 64)})
+ELEMENT_READ_ERROR.update({f"UINT{bits}": NOT_UINT for bits in (8, 16, 32, 64)})
+
+
+def unable_to_parse(field: str, reason: str) -> ServeError:
+    return invalid_arg(f"Unable to parse '{field}': {reason}")
+
+
+def missing_member(field: str) -> ServeError:
+    return unable_to_parse(field, f"attempt to access non-existing object member '{field}'")
+
+
+def is_uint64(value) -> bool:
+    return type(value) is int and 0 <= value < 1 << 64
+
+
 @dataclass(slots=True)
 class HttpOutputOptions:
     binary_default: bool = False  # request-level binary_data_output
 
 
-def _flatten(data) -> list:
-    if not isinstance(data, list):
-        return [data]
-    if data and isinstance(data[0], list):
-        flat: list = []
-        for item in data:
+def _flatten(data: list) -> list:
+    """The elements of ``data``, nested lists of any depth and mix read row-major (as Triton reads them)."""
+    if not any(type(item) is list for item in data):
+        return data
+    flat: list = []
+    for item in data:
+        if type(item) is list:
             flat.extend(_flatten(item))
-        return flat
-    return data
+        else:
+            flat.append(item)
+    return flat
 
 
 def _json_tensor(name: str, datatype: str, shape: list[int], data, model: str) -> np.ndarray:
@@ -41,6 +67,8 @@ def _json_tensor(name: str, datatype: str, shape: list[int], data, model: str) -
         raise invalid_arg(f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
                           f"for input {name}")
     count = checked_count(shape, name, model)
+    if not isinstance(data, list):
+        raise unable_to_parse("data", NOT_ARRAY)
     flat = _flatten(data)
     if len(flat) != count:
         text = "Unable to parse 'data': Shape does not match true shape of 'data' field" if len(flat) > count \
@@ -51,36 +79,45 @@ def _json_tensor(name: str, datatype: str, shape: list[int], data, model: str) -
         out = np.empty(count, dtype=object)
         for i, item in enumerate(flat):
             if not isinstance(item, str):
-                raise invalid_arg(f"Unable to parse 'data': expected a string for BYTES input '{name}' of model "
-                                  f"'{model}'")
+                raise _element_error(name, datatype, model)
             out[i] = item.encode()
         return out.reshape(shape)
-    dtype = NUMPY_DTYPE.get(datatype)
-    if dtype is None:
-        raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}'")
+    dtype = NUMPY_DTYPE[datatype]
     try:
         if datatype == "BOOL":
             if not all(isinstance(v, bool) for v in flat):
                 raise TypeError
         elif any(isinstance(v, (str, bool, list, dict)) or v is None for v in flat):
             raise TypeError
+        elif dtype.kind in "iu" and any(type(v) is not int for v in flat):
+            raise TypeError
         array = np.array(flat, dtype=dtype)
     except (TypeError, ValueError, OverflowError):
-        raise invalid_arg(f"Unable to parse 'data': the values of input '{name}' of model '{model}' do not fit "
-                          f"datatype {datatype}") from None
+        raise _element_error(name, datatype, model) from None
     return array.reshape(shape)
 
 
+def _element_error(name: str, datatype: str, model: str) -> ServeError:
+    """Triton's refusal of a JSON element its datatype cannot read, then the input and model."""
+    return invalid_arg(f"Unable to parse 'data': {ELEMENT_READ_ERROR[datatype]} (the values of input '{name}' of "
+                       f"model '{model}' do not fit datatype {datatype})")
+
+
 def parse_json(buffer) -> dict:
+    value = parse_json_value(buffer)
+    if not isinstance(value, dict):
+        raise invalid_arg("failed to parse the request JSON buffer: the request must be a JSON object")
+    return value
+
+
+def parse_json_value(buffer):
     try:
-        value = orjson.loads(buffer)
+        return orjson.loads(buffer)
     except orjson.JSONDecodeError as exc:
         value = _with_non_finite(buffer)
         if value is None:
             raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
-    if not isinstance(value, dict):
-        raise invalid_arg("failed to parse the request JSON buffer: the request must be a JSON object")
-    return value
+        return value
 
 
 def _with_non_finite(buffer):
@@ -97,70 +134,126 @@ def _with_non_finite(buffer):
 
 def decode_request(body: bytes, header_length: int | None, model: str, version: str,
                    shm: SharedMemoryManager | None = None) -> tuple[InferRequest, HttpOutputOptions]:
-    """``shm``: the server's registered shared-memory regions, which tensors may name."""
+    """``shm``: the server's registered shared-memory regions, which tensors may name.
+    ``header_length``: the JSON's length (Inference-Header-Content-Length), None for the whole body."""
     if header_length is None:
         header, binary = body, memoryview(b"")
     else:
-        if header_length > len(body):
-            raise invalid_arg(f"Inference-Header-Content-Length {header_length} is larger than the request body "
-                              f"({len(body)} bytes)")
         view = memoryview(body)
         header, binary = view[:header_length], view[header_length:]
-    doc = parse_json(header)
+    doc = parse_json_value(header)
+    if not isinstance(doc, dict):
+        raise missing_member("inputs")
     options = HttpOutputOptions()
-    request = InferRequest(model, {}, model_version=version, id=str(doc.get("id", "") or ""))
-    _read_parameters(doc.get("parameters") or {}, request, options)
+    request = InferRequest(model, {}, model_version=version, id=_request_id(doc))
+    _read_parameters(doc.get("parameters"), request, options)
     inputs = doc.get("inputs")
     if not isinstance(inputs, list):
-        raise invalid_arg("missing or invalid 'inputs' in the inference request JSON")
+        raise missing_member("inputs") if "inputs" not in doc else unable_to_parse("inputs", NOT_ARRAY)
     offset = 0
     for entry in inputs:
-        if not isinstance(entry, dict):
-            raise invalid_arg("each entry of 'inputs' must be a JSON object")
-        try:
-            name, datatype, shape = entry["name"], entry["datatype"], entry["shape"]
-        except KeyError as exc:
-            raise invalid_arg(f"input is missing the required field {exc} in the inference request") from None
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise _shape_error(name, shape, model)
-        params = entry.get("parameters") or {}
-        size = params.get("binary_data_size")
-        has_data = "data" in entry
-        where = shm_params(params, name)
-        if has_data + (size is not None) + (where is not None) != 1:
-            raise invalid_arg(_content_error(has_data, size is not None, where is not None))
-        if where is not None:
-            data = manager_for(shm, where).input_array(where, datatype, shape, name, model, request.id,
-                                                       holder=request)
-        elif size is not None:
-            if header_length is None:
-                raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header and "
-                                  "'binary_data_size' when passing inputs in binary data format")
-            if offset + size > len(binary):
-                raise invalid_arg(f"unexpected size for input '{name}', expecting {size} additional bytes for model "
-                                  f"'{model}'")
-            data = from_raw(datatype, shape, binary[offset:offset + size], name, model, request.id)
-            offset += size
-        else:
-            data = _json_tensor(name, datatype, shape, entry["data"], model)
-        request.inputs[name] = InferTensor(name, datatype, data)
+        name, tensor, size = _input_tensor(entry, model, request, shm, binary, offset)
+        if name in request.inputs:
+            raise invalid_arg(f"[request id: {request.id or '<id_unknown>'}] input '{name}' already exists in request")
+        request.inputs[name] = tensor
+        offset += size
     if offset != len(binary):
         raise invalid_arg(f"unexpected additional input data for model '{model}'")
-    outputs = doc.get("outputs")
-    if outputs is not None:
-        request.requested_outputs = []
-        for entry in outputs:
-            params = entry.get("parameters") or {}
-            output = RequestedOutput(entry["name"], int(params.get("classification", 0) or 0), params)
-            where = shm_params(params, output.name)
-            if where is not None:
-                if "classification" in params:
-                    raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
-                if params.get("binary_data"):
-                    raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
-                output.shm = manager_for(shm, where).output_target(where, holder=request)
-            request.requested_outputs.append(output)
+    if "outputs" in doc:
+        request.requested_outputs = _requested_outputs(doc["outputs"], request, shm)
     return request, options
+
+
+def _request_id(doc: dict) -> str:
+    value = doc.get("id", "")
+    if not isinstance(value, str):
+        raise unable_to_parse("id", NOT_STRING)
+    return value
+
+
+def _input_tensor(entry, model: str, request: InferRequest, shm, binary, offset: int) -> tuple[str, InferTensor, int]:
+    """(name, tensor, bytes of the binary data it took) of one entry of 'inputs', read as Triton
+    reads it: which content it has, then its name, datatype and shape, then the content."""
+    if not isinstance(entry, dict):
+        raise invalid_arg(_content_error(False, False, False))
+    params = entry.get("parameters")
+    params = params if isinstance(params, dict) else {}
+    size = params.get("binary_data_size")
+    has_data = "data" in entry
+    where = shm_params(params, entry.get("name"))
+    if has_data + (size is not None) + (where is not None) != 1:
+        raise invalid_arg(_content_error(has_data, size is not None, where is not None))
+    name = _member_string(entry, "name")
+    datatype = _member_string(entry, "datatype")
+    if datatype not in NUMPY_DTYPE:
+        raise invalid_arg(f"invalid datatype for input {name}")
+    shape = _shape(entry, name, model)
+    if where is not None:
+        data = manager_for(shm, where).input_array(where, datatype, shape, name, model, request.id, holder=request)
+        return name, InferTensor(name, datatype, data), 0
+    if size is None:
+        return name, InferTensor(name, datatype, _json_tensor(name, datatype, shape, entry["data"], model)), 0
+    if not is_uint64(size):
+        raise unable_to_parse("binary_data_size", NOT_UINT)
+    if offset + size > len(binary):
+        raise invalid_arg(f"unexpected size for input '{name}', expecting {offset + size - len(binary)} additional "
+                          f"bytes for model '{model}'")
+    data = from_raw(datatype, shape, binary[offset:offset + size], name, model, request.id)
+    return name, InferTensor(name, datatype, data), size
+
+
+def _member_string(entry: dict, field: str) -> str:
+    if field not in entry:
+        raise missing_member(field)
+    value = entry[field]
+    if not isinstance(value, str):
+        raise unable_to_parse(field, NOT_STRING)
+    return value
+
+
+def _shape(entry: dict, name: str, model: str) -> list[int]:
+    if "shape" not in entry:
+        raise missing_member("shape")
+    shape = entry["shape"]
+    if not isinstance(shape, list):
+        raise unable_to_parse("shape", NOT_ARRAY)
+    if not all(type(d) is int and d >= 0 for d in shape):
+        raise _shape_error(name, shape, model)
+    return shape
+
+
+def _requested_outputs(outputs, request: InferRequest, shm) -> list[RequestedOutput]:
+    """The entries of 'outputs'; a name asked for again is taken once, as first asked (Triton)."""
+    if not isinstance(outputs, list):
+        raise unable_to_parse("outputs", NOT_ARRAY)
+    requested: dict[str, RequestedOutput] = {}
+    for entry in outputs:
+        output = _requested_output(entry, request, shm)
+        requested.setdefault(output.name, output)
+    return list(requested.values())
+
+
+def _requested_output(entry, request: InferRequest, shm) -> RequestedOutput:
+    if not isinstance(entry, dict):
+        raise missing_member("name")
+    params = entry.get("parameters")
+    params = params if isinstance(params, dict) else {}
+    if REGION in params:
+        if "classification" in params:
+            raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
+        if params.get("binary_data"):
+            raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
+    name = _member_string(entry, "name")
+    classification = params.get("classification", 0)
+    if not is_uint64(classification):
+        raise invalid_arg(f"Unable to set 'classification': {NOT_UINT}")
+    if "binary_data" in params and not isinstance(params["binary_data"], bool):
+        raise unable_to_parse("binary_data", NOT_BOOL)
+    output = RequestedOutput(name, classification, params)
+    where = shm_params(params, name)
+    if where is not None:
+        output.shm = manager_for(shm, where).output_target(where, holder=request)
+    return output
 
 
 def _content_error(data: bool, binary: bool, shm: bool) -> str:
@@ -218,25 +311,42 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _read_parameters(params: dict, request: InferRequest, options: HttpOutputOptions) -> None:
+def _read_parameters(params, request: InferRequest, options: HttpOutputOptions) -> None:
+    if params is None:
+        return
+    if not isinstance(params, dict):
+        raise invalid_arg("failed to get request params.: attempt to get members for non-object")
     for key, value in params.items():
         if key.startswith("triton_"):
             raise invalid_arg(f"parameter keys starting with 'triton_' are reserved for Triton usage and should "
                               f"not be specified (got '{key}')")
         if key == "priority":
-            request.priority = int(value)
+            request.priority = _uint_parameter(key, value)
         elif key == "sequence_id":
             request.sequence_id = _sequence_id(value)
         elif key in ("sequence_start", "sequence_end"):
-            if not isinstance(value, bool):
-                raise invalid_arg(f"Unable to parse '{key}'")
-            setattr(request, key, value)
+            setattr(request, key, _bool_parameter(key, value))
         elif key == "timeout":
-            request.timeout_us = int(value)
+            request.timeout_us = _uint_parameter(key, value)
         elif key == "binary_data_output":
-            options.binary_default = bool(value)
+            options.binary_default = _bool_parameter(key, value)
         elif key not in RESERVED_PARAMETERS:
+            if value is None or isinstance(value, (dict, list)):
+                raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or "
+                                  "'string'.")
             request.parameters[key] = value
+
+
+def _uint_parameter(key: str, value) -> int:
+    if not is_uint64(value):
+        raise unable_to_parse(key, NOT_UINT)
+    return value
+
+
+def _bool_parameter(key: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise unable_to_parse(key, NOT_BOOL)
+    return value
 
 
 def _sequence_id(value) -> int | str:
@@ -245,7 +355,7 @@ def _sequence_id(value) -> int | str:
         return value
     if isinstance(value, str):
         return value
-    raise invalid_arg("Unable to parse 'sequence_id'")
+    raise unable_to_parse("sequence_id", NOT_STRING)
 
 
 class _RawTokens:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import logging
+import re
 import zlib
 from typing import Callable
 from urllib.parse import unquote_to_bytes
@@ -255,14 +256,12 @@ class HttpHandlers:
         """The InferRequest (and output options) of an infer call's decoded body."""
         check_model_name(name)
         header = header_value(headers, b"inference-header-content-length")
-        try:
-            header_length = int(header) if header is not None else None
-        except ValueError:
-            raise invalid_arg("must specify valid 'Infer-Header-Content-Length' in request header") from None
+        header_length = len(body) if header is None else inference_header_length(header, len(body))
         if header_length == 0:
             request, options = decode_raw_request(body, self.server.manager.get(name, version), version)
         else:
-            request, options = decode_request(body, header_length, name, version, self.server.shm)
+            request, options = decode_request(body, None if header is None else header_length, name, version,
+                                              self.server.shm)
         request.trace = trace
         return request, options
 
@@ -281,6 +280,8 @@ class HttpHandlers:
 
     async def route(self, request: HttpRequest) -> Reply:
         method = request.method
+        if request.path.endswith("/") and request.path != "/":  # Triton's routes match whole paths
+            return NOT_FOUND
         parts = path_segments(request.path)
         if self.restrictions is not None:
             refused = self.refusal(api_category(parts), request)
@@ -457,6 +458,23 @@ def wire_form(reply: Reply, request_headers: list) -> tuple[list, bytes | list]:
     return headers, body
 
 
+LEADING_INTEGER = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+
+
+def inference_header_length(value: bytes, body_size: int) -> int:
+    """Inference-Header-Content-Length read as Triton reads it (C's atoi: leading blanks, a sign and
+    digits, the rest ignored, no digits read as 0, then taken as a C int), refused when it is
+    negative or more than the body holds."""
+    match = LEADING_INTEGER.match(value)
+    number = int(match.group(1)) if match else 0
+    number = max(-(1 << 63), min(number, (1 << 63) - 1))  # strtol's saturation
+    number = (number + (1 << 31)) % (1 << 32) - (1 << 31)
+    if number < 0 or number > body_size:
+        raise invalid_arg(f"inference header size should be in range (0, {body_size}), got: "
+                          f"{value.decode('latin-1')}")
+    return number
+
+
 def header_value(headers: list, name: bytes) -> bytes | None:
     for key, value in headers:
         if key == name:
@@ -465,14 +483,30 @@ def header_value(headers: list, name: bytes) -> bytes | None:
 
 
 def _accepted_encoding(headers: list) -> bytes | None:
+    """The reply's encoding as Triton picks it from Accept-Encoding: of identity, deflate and
+    gzip, the one of the highest weight above 0 (the first of equal weights); None for identity."""
     accept = header_value(headers, b"accept-encoding")
     if not accept:
         return None
-    offered = [item.split(b";")[0].strip() for item in accept.split(b",")]
-    for encoding in (b"gzip", b"deflate"):
-        if encoding in offered:
-            return encoding
-    return None
+    best, best_weight = b"identity", 0.0
+    for item in accept.split(b","):
+        kind, weight = _weighted_encoding(item)
+        if kind in (b"identity", b"deflate", b"gzip") and weight > best_weight:
+            best, best_weight = kind, weight
+    return None if best == b"identity" else best
+
+
+LEADING_FLOAT = re.compile(rb"[ \t\n\v\f\r]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _weighted_encoding(item: bytes) -> tuple[bytes, float]:
+    """(encoding, q) of one Accept-Encoding entry, split as Triton splits it (at ';q='); an entry
+    it cannot read has weight 0."""
+    kind, separator, weight = item.lstrip(b" ").partition(b";q=")
+    if not separator:
+        return kind, 1.0
+    match = LEADING_FLOAT.match(weight)
+    return (kind, float(match.group(0))) if kind and match else (b"", 0.0)
 
 
 def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
@@ -482,6 +516,8 @@ def _decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
         decompressor = zlib.decompressobj()
     else:
         raise ServeError(Status.UNSUPPORTED, "Unsupported compression type")
+    if not body:
+        raise invalid_arg("nothing to be decompressed")
     try:
         data = decompressor.decompress(body, limit + 1)
     except zlib.error as exc:
