@@ -482,6 +482,12 @@ def test_a_version_past_int64_is_refused_in_tritons_words(served, path):
     assert (status, json.loads(reply)) == (400, {"error": VERSION_REFUSAL})
 
 
+def test_metadata_of_a_version_spelled_with_a_leading_zero_names_the_version(served):
+    """Triton reads "01" as version 1 and lists it as "1"."""
+    status, reply = http_raw(served, "GET", "/v2/models/add_sub/versions/01")
+    assert status == 200 and json.loads(reply)["versions"] == ["1"]
+
+
 # ---- gRPC inference requests Triton refuses, or reads its own way --------------------------------
 FLOATS = np.arange(4, dtype=np.float32).tobytes()
 

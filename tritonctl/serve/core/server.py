@@ -54,7 +54,7 @@ class InferenceServer:
 
         return {
             "name": name,
-            "versions": [version] if version else self.manager.ready_versions(name),
+            "versions": [model.version_str] if version else self.manager.ready_versions(name),
             "platform": config.platform or config.backend,
             "inputs": tensors(model.inputs),
             "outputs": tensors(model.outputs),
