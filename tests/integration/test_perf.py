@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from helpers.serve_models import write_add_sub, write_onnx_only
+from helpers.sequence_models import write_accumulator
+from helpers.serve_models import IDENTITY_PY, write_add_sub, write_onnx_only, write_python_model
 from tritonctl.perf.options import PerfError, PerfOptions
 from tritonctl.perf.run import run_perf
 from tritonctl.perf.report import CSV_COLUMNS
@@ -24,6 +25,13 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("perf") / "repo"
     write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 500 }")
     write_onnx_only(repo)  # X: [batch, n] with n variable
+    write_accumulator(repo, "accumulator")  # OUTPUT: the running total of INPUT over a sequence
+    write_python_model(repo, "decoupled", """
+        max_batch_size: 0
+        model_transaction_policy { decoupled: true }
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        """, IDENTITY_PY)
     running = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)).start()
     yield running
     running.stop()
@@ -146,11 +154,80 @@ def test_cli_replays_a_request_intervals_file(server, tmp_path, capsys):
     (["--shape", "NOPE:3"], "input 'NOPE', which model 'add_sub' does not have"),
     (["-b", "64"], "max_batch_size 8"),
     (["--input-data", "missing.json"], "--input-data 'missing.json'"),
+    (["--input-data", "EXTRA"], "entry 0: 'EXTRA' is not an input of model 'add_sub' (inputs: INPUT0, INPUT1)"),
+    (["--input-data", "SHORT"], "entry 1: input 'INPUT1' has 2 values, but its shape [4] needs 4"),
+    (["--string-length", "-1"], "--string-length must be at least 0"),
+    (["--sequence-id-range", "5:2"], "--sequence-id-range '5:2': needs 1 <= START < END"),
 ])
 def test_cli_bad_arguments(server, capsys, tmp_path, args, fragment):
     bad = tmp_path / "BAD"
     bad.write_text("1000\n10 ms\n")
-    args = [str(bad) if arg == "BAD" else arg for arg in args]
+    entry = {"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 2, 3, 4]}
+    (tmp_path / "EXTRA").write_text(json.dumps({"data": [dict(entry, EXTRA=[1])]}))
+    (tmp_path / "SHORT").write_text(json.dumps({"data": [entry, dict(entry, INPUT1=[1, 2])]}))
+    args = [str(tmp_path / arg) if arg in ("BAD", "EXTRA", "SHORT") else arg for arg in args]
     fragment = fragment.replace("BAD", str(bad))
     code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "-p", "100", *args)
     assert code == 2 and fragment in err
+
+
+def test_sequence_model_plays_each_stream_as_one_sequence_and_validates_it(server, tmp_path):
+    """perf_analyzer's streams: every stream is one sequence (start and end flagged, one correlation
+    id), so the running totals in validation_data hold only if the steps of a stream stay together."""
+    streams = [[{"INPUT": [1]}, {"INPUT": [2]}, {"INPUT": [3]}], [{"INPUT": [10]}, {"INPUT": [20]}]]
+    totals = [[{"OUTPUT": [1]}, {"OUTPUT": [3]}, {"OUTPUT": [6]}], [{"OUTPUT": [10]}, {"OUTPUT": [30]}]]
+    data = tmp_path / "streams.json"
+    data.write_text(json.dumps({"data": streams, "validation_data": totals}))
+    for protocol in ("http", "grpc"):
+        result = run_perf(PerfOptions("accumulator", url=url(server, protocol), protocol=protocol, concurrency=(3,),
+                                      input_data=str(data), **FAST))
+        level = result.levels[0]
+        assert level.error_count == 0 and level.request_count > 0, result.warnings
+    totals[0][2] = {"OUTPUT": [7]}
+    data.write_text(json.dumps({"data": streams, "validation_data": totals}))
+    result = run_perf(PerfOptions("accumulator", url=server.http_url, input_data=str(data), **FAST))
+    assert result.levels[0].error_count > 0
+    assert any("output 'OUTPUT' does not match validation_data: expected [7], got [6]" in w for w in result.warnings)
+
+
+def test_sequence_model_with_generated_data(server):
+    result = run_perf(PerfOptions("accumulator", url=server.grpc_url, protocol="grpc", concurrency=(2,),
+                                  sequence_length=4, **FAST))
+    assert result.levels[0].error_count == 0 and result.total_sent == result.server_total.success_count
+    with pytest.raises(PerfError, match="sequence batcher.*use -b 1"):
+        run_perf(PerfOptions("accumulator", url=server.http_url, batch_size=2, **FAST))
+
+
+def test_validation_data_mismatch_fails_every_request(server, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": [{"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}],
+                                "validation_data": [{"OUTPUT0": [2, 3, 4, 5], "OUTPUT1": [0, 1, 2, 4]}]}))
+    with pytest.raises(PerfError, match="output 'OUTPUT1' does not match validation_data"):
+        run_perf(PerfOptions("add_sub", url=server.http_url, input_data=str(data), **FAST))
+
+
+def test_decoupled_model_is_refused_clearly(server):
+    with pytest.raises(PerfError, match="'decoupled' is decoupled.*perf_analyzer -i grpc --streaming"):
+        run_perf(PerfOptions("decoupled", url=server.grpc_url, protocol="grpc", **FAST))
+
+
+def test_cli_writes_perf_analyzer_csv(server, tmp_path, capsys):
+    report = tmp_path / "perf.csv"
+    code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "--concurrency-range", "1:2",
+                       "--percentile", "85", "-p", "120", "-s", "500", "-r", "5", "-f", str(report), "--verbose-csv")
+    assert code == 0, err
+    rows = list(csv.reader(io.StringIO(report.read_text())))
+    assert rows[0] == ["Concurrency", "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
+                       "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv",
+                       "p50 latency", "p85 latency", "p90 latency", "p95 latency", "p99 latency",
+                       "request/response", "response wait"]
+    assert sorted(r[0] for r in rows[1:]) == ["1", "2"]
+    throughputs = [float(r[1]) for r in rows[1:]]
+    assert throughputs == sorted(throughputs) and all(t > 0 for t in throughputs)
+    assert all(int(r[9]) <= int(r[10]) <= int(r[11]) <= int(r[13]) for r in rows[1:])
+
+    code, out, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.grpc_url, "-i", "grpc", "--request-rate-range",
+                         "100", "-p", "150", "-s", "500", "-r", "4", "-f", "-")
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("Request Rate,Inferences/Second,Client Send,") and out.splitlines()[1][:4] == "100,"
+

@@ -123,7 +123,8 @@ def analyze(
     max_trials: int = typer.Option(6, "-r", "--max-trials", help="Most windows per point."),
     shape: list[str] = typer.Option([], "--shape", help="NAME:D1,D2 for an input with variable dims (no batch "
                                                         "dim). Repeatable."),
-    input_data: str = typer.Option("random", "--input-data", help="random, zero or a perf JSON file."),
+    input_data: str = typer.Option("random", "--input-data", help="random, zero, a perf JSON file or a "
+                                                                  "directory of raw input files."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in the output directory."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start again, discarding the measurements there."),
     apply: bool = typer.Option(False, "--apply", help="Write the best config into the model directory "

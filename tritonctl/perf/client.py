@@ -14,6 +14,7 @@ class TensorSpec:
     name: str
     datatype: str
     shape: tuple[int, ...]  # as the metadata gives it, batch dimension included, -1 for variable
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class ModelInfo:
     max_batch_size: int
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    sequence: bool = False  # the model has a sequence batcher: requests go in sequences
+    string_correlation_id: bool = False  # its CONTROL_SEQUENCE_CORRID input is TYPE_STRING
+    decoupled: bool = False
 
 
 class PerfClient:
@@ -58,11 +62,7 @@ class PerfClient:
                 config = await self._client.get_model_config(model, version)
         except Exception as exc:
             raise PerfError(f"cannot read model '{model}' from {self.protocol}://{self.url}: {_short(exc)}") from None
-        return ModelInfo(
-            name=model, max_batch_size=int(config.get("max_batch_size", 0) or 0),
-            inputs=tuple(_spec(t) for t in metadata.get("inputs", [])),
-            outputs=tuple(_spec(t) for t in metadata.get("outputs", [])),
-        )
+        return model_info_from_json(model, metadata, config)
 
     async def statistics(self, model: str, version: str) -> ServerStats | None:
         """Cumulative statistics summed over the model's versions, or None if the server has none."""
@@ -92,16 +92,39 @@ class PerfClient:
             return [self._module.InferRequestedOutput(n, binary_data=True) for n in names]
         return [self._module.InferRequestedOutput(n) for n in names]
 
-    async def infer(self, model: str, version: str, inputs: list[Any], outputs: list[Any]) -> None:
+    async def infer(self, model: str, version: str, inputs: list[Any], outputs: list[Any],
+                    sequence: dict[str, Any] | None = None) -> Any:
+        """One request; ``sequence`` holds sequence_id / sequence_start / sequence_end for a sequence model."""
         if self.protocol == "grpc":
-            await self._client.infer(model, inputs, model_version=version, outputs=outputs,
-                                     client_timeout=self.timeout_s)
-        else:
-            await self._client.infer(model, inputs, model_version=version, outputs=outputs)
+            return await self._client.infer(model, inputs, model_version=version, outputs=outputs,
+                                            client_timeout=self.timeout_s, **(sequence or {}))
+        return await self._client.infer(model, inputs, model_version=version, outputs=outputs, **(sequence or {}))
 
 
-def _spec(tensor: dict) -> TensorSpec:
-    return TensorSpec(tensor["name"], tensor["datatype"], tuple(int(d) for d in tensor.get("shape", [])))
+def model_info_from_json(model: str, metadata: dict, config: dict) -> ModelInfo:
+    """A ModelInfo from the metadata and configuration endpoints' JSON."""
+    optional = {t.get("name") for t in config.get("input", []) if t.get("optional")}
+    sequence = config.get("sequence_batching")
+    return ModelInfo(
+        name=model, max_batch_size=int(config.get("max_batch_size", 0) or 0),
+        inputs=tuple(_spec(t, t["name"] in optional) for t in metadata.get("inputs", [])),
+        outputs=tuple(_spec(t) for t in metadata.get("outputs", [])),
+        sequence=sequence is not None,
+        string_correlation_id=_string_correlation_id(sequence or {}),
+        decoupled=bool((config.get("model_transaction_policy") or {}).get("decoupled")),
+    )
+
+
+def _string_correlation_id(sequence: dict) -> bool:
+    for control_input in sequence.get("control_input", []):
+        for control in control_input.get("control", []):
+            if control.get("kind") == "CONTROL_SEQUENCE_CORRID":
+                return control.get("data_type") == "TYPE_STRING"
+    return False
+
+
+def _spec(tensor: dict, optional: bool = False) -> TensorSpec:
+    return TensorSpec(tensor["name"], tensor["datatype"], tuple(int(d) for d in tensor.get("shape", [])), optional)
 
 
 def _strip_scheme(url: str) -> str:

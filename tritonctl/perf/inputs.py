@@ -1,21 +1,45 @@
-"""Request data: random, zero, or perf_analyzer-style JSON, shaped from the model metadata."""
+"""Request data: random, zero, or perf_analyzer's real data (a JSON file or a directory), shaped from
+the model metadata and put together into requests."""
 
 from __future__ import annotations
 
-import json
+import math
+import string
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritonctl.perf.client import ModelInfo
+from tritonctl.perf.input_data import NUMPY_TYPES, DataSet, Sample, read_data
 from tritonctl.perf.options import PerfError
-from tritonctl.repo_schema.datatypes import DATATYPES
 
-# Protocol datatype -> numpy dtype name of generated data (BF16 has no numpy type to generate).
-_NUMPY_TYPES = {t.wire: t.numpy for t in DATATYPES if t.wire != "BF16"}
+GENERATED = ("random", "zero")
 
 
-def request_shapes(info: ModelInfo, batch_size: int, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """The full shape of each input for one request; variable dims come from ``--shape``."""
+@dataclass
+class Request:
+    """One request's input arrays (batch dimension included) and the outputs expected back, if known."""
+
+    inputs: dict[str, Any]
+    expected: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Workload:
+    """Requests used in turn; for a sequence model, one list of requests per data stream."""
+
+    streams: list[list[Request]]
+
+    @property
+    def requests(self) -> list[Request]:
+        return [request for stream in self.streams for request in stream]
+
+
+def request_shapes(info: ModelInfo, batch_size: int, shapes: dict[str, tuple[int, ...]],
+                   data_gives_shapes: bool = False) -> dict[str, tuple[int, ...]]:
+    """The full shape of each input for one request; variable dims come from ``--shape``. With
+    ``data_gives_shapes`` (real input data, which may carry a "shape" per tensor) an input still
+    variable is left out instead of refused."""
     unknown = sorted(set(shapes) - {t.name for t in info.inputs})
     if unknown:
         known = ", ".join(t.name for t in info.inputs)
@@ -35,34 +59,81 @@ def request_shapes(info: ModelInfo, batch_size: int, shapes: dict[str, tuple[int
                                 f"'{tensor.name}' dims {list(dims)} (give the dims without the batch dimension)")
             dims = given
         elif any(d < 0 for d in dims):
+            if data_gives_shapes:
+                continue
             raise PerfError(f"input '{tensor.name}' has variable dims {list(dims)}: give them with "
                             f"--shape {tensor.name}:" + ",".join("1" if d < 0 else str(d) for d in dims))
         result[tensor.name] = ((batch_size,) if info.max_batch_size else ()) + tuple(dims)
     return result
 
 
-def build_requests(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: str,
-                   batch_size: int) -> list[dict[str, Any]]:
-    """A list of requests (input name -> numpy array) used round-robin by the load generator."""
+def build_requests(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: str, batch_size: int,
+                   string_length: int = 128, string_data: str | None = None) -> list[dict[str, Any]]:
+    """The requests' input arrays (input name -> numpy array), used round-robin by the load generator."""
+    return [r.inputs for r in build_workload(info, shapes, source, batch_size, string_length, string_data).requests]
+
+
+def build_workload(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: str, batch_size: int,
+                   string_length: int = 128, string_data: str | None = None) -> Workload:
+    """``shapes`` as ``request_shapes`` gives them. Real data is batched as perf_analyzer does it: a
+    request of batch size b takes b consecutive entries."""
     import numpy as np
 
-    if source in ("random", "zero"):
+    if source in GENERATED:
         rng = np.random.default_rng(0)
-        request = {}
-        for tensor in info.inputs:
-            shape = shapes[tensor.name]
-            request[tensor.name] = _generated(np, rng, tensor.datatype, shape, zero=source == "zero")
-        return [request]
-    return _from_json(np, info, shapes, Path(source), batch_size)
+        arrays = {t.name: _generated(np, rng, t.datatype, shapes[t.name], source == "zero", string_length,
+                                     string_data) for t in info.inputs}
+        return Workload([[Request(arrays)]])
+    sample_shapes = {name: shape[1:] if info.max_batch_size else shape for name, shape in shapes.items()}
+    data = read_data(Path(source), info, sample_shapes)
+    if info.sequence:
+        return Workload([[_batch(np, info, [sample], 1) for sample in stream] for stream in data.streams])
+    return Workload([_batched_requests(np, info, data, batch_size)])
 
 
-def _generated(np: Any, rng: Any, datatype: str, shape: tuple[int, ...], zero: bool) -> Any:
+def _batched_requests(np: Any, info: ModelInfo, data: DataSet, batch_size: int) -> list[Request]:
+    samples = data.samples
+    count = len(samples) // math.gcd(len(samples), batch_size)
+    requests = []
+    for index in range(count):
+        start = index * batch_size
+        requests.append(_batch(np, info, [samples[(start + i) % len(samples)] for i in range(batch_size)],
+                               batch_size, start % len(samples)))
+    return requests
+
+
+def _batch(np: Any, info: ModelInfo, samples: list[Sample], batch_size: int, first: int = 0) -> Request:
+    """Stack batch-1 samples into one request (or use the one sample as is for a model without batching)."""
+    if not info.max_batch_size:
+        return Request(dict(samples[0].inputs), dict(samples[0].expected))
+    inputs = {name: _stack(np, [s.inputs.get(name) for s in samples], name, first, len(samples))
+              for name in samples[0].inputs}
+    expected = {}
+    if all(s.expected for s in samples):
+        expected = {name: _stack(np, [s.expected.get(name) for s in samples], name, first, len(samples))
+                    for name in samples[0].expected if all(name in s.expected for s in samples)}
+    return Request(inputs, expected)
+
+
+def _stack(np: Any, arrays: list[Any], name: str, first: int, count: int) -> Any:
+    if any(a is None for a in arrays):
+        raise PerfError(f"--input-data: input '{name}' is given in some of entries {first}..{first + count - 1} "
+                        "but not all; they make one batch, so each must give the same optional inputs")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise PerfError(f"--input-data: entries {first}..{first + count - 1} make one batch but give input "
+                        f"'{name}' different shapes ({', '.join(str(list(s)) for s in sorted(shapes))}); tensors "
+                        "of one batch must have one shape: use -b 1 or the same shape in consecutive entries")
+    return np.stack(arrays)
+
+
+def _generated(np: Any, rng: Any, datatype: str, shape: tuple[int, ...], zero: bool, string_length: int,
+               string_data: str | None) -> Any:
     if datatype == "BYTES":
-        value = b"0" if zero else b"tritonctl"
-        return np.full(shape, value, dtype=object)
-    dtype = np.dtype(_NUMPY_TYPES.get(datatype, "float32"))
-    if datatype not in _NUMPY_TYPES:
+        return _generated_strings(np, rng, shape, zero, string_length, string_data)
+    if datatype not in NUMPY_TYPES:
         raise PerfError(f"input datatype {datatype} is not supported for generated data")
+    dtype = np.dtype(NUMPY_TYPES[datatype])
     if zero:
         return np.zeros(shape, dtype=dtype)
     if dtype.kind == "f":
@@ -72,38 +143,15 @@ def _generated(np: Any, rng: Any, datatype: str, shape: tuple[int, ...], zero: b
     return rng.integers(0, 64, shape).astype(dtype)
 
 
-def _from_json(np: Any, info: ModelInfo, shapes: dict[str, tuple[int, ...]], path: Path,
-               batch_size: int) -> list[dict[str, Any]]:
-    """perf_analyzer's format: ``{"data": [{"IN": [..] | {"content": [..], "shape": [..]}}, ...]}``.
-    Each entry is one batch-1 sample; it is repeated ``batch_size`` times along the batch dimension."""
-    try:
-        document = json.loads(path.read_text())
-        entries = document["data"]
-        if not isinstance(entries, list) or not entries:
-            raise KeyError("data")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PerfError(f"{path}: expected JSON like {{\"data\": [{{\"INPUT0\": [...]}}]}} ({exc})") from None
-    requests = []
-    for index, entry in enumerate(entries):
-        request = {}
-        for tensor in info.inputs:
-            if tensor.name not in entry:
-                raise PerfError(f"{path}: entry {index} has no data for input '{tensor.name}'")
-            value = entry[tensor.name]
-            content = value["content"] if isinstance(value, dict) else value
-            sample_shape = shapes[tensor.name][1:] if info.max_batch_size else shapes[tensor.name]
-            if isinstance(value, dict) and "shape" in value:
-                sample_shape = tuple(int(d) for d in value["shape"])
-            dtype = np.dtype(_NUMPY_TYPES.get(tensor.datatype, "float32"))
-            if tensor.datatype == "BYTES":
-                content = [c.encode() if isinstance(c, str) else c for c in np.ravel(np.array(content, dtype=object))]
-            try:
-                array = np.array(content, dtype=dtype).reshape(sample_shape)
-            except ValueError as exc:
-                raise PerfError(f"{path}: entry {index}, input '{tensor.name}': {exc} "
-                                f"(expected {int(np.prod(sample_shape))} values for shape {list(sample_shape)})") from None
-            if info.max_batch_size:
-                array = np.repeat(array[np.newaxis, ...], batch_size, axis=0)
-            request[tensor.name] = array
-        requests.append(request)
-    return requests
+def _generated_strings(np: Any, rng: Any, shape: tuple[int, ...], zero: bool, string_length: int,
+                       string_data: str | None) -> Any:
+    """--string-data for every element, else zero-filled or random strings of --string-length characters."""
+    count = int(np.prod(shape, dtype=np.int64))
+    if string_data is not None:
+        values = [string_data.encode()] * count
+    elif zero:
+        values = [b"0" * string_length] * count
+    else:
+        alphabet = np.array(list((string.ascii_letters + string.digits).encode()), dtype=np.uint8)
+        values = [bytes(alphabet[rng.integers(0, len(alphabet), string_length)]) for _ in range(count)]
+    return np.array(values, dtype=object).reshape(shape)

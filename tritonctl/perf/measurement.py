@@ -145,8 +145,9 @@ class LevelResult:
 
 
 def merge_windows(windows: list[Window], batch_size: int, concurrency: int | None, request_rate: float | None,
-                  stable: bool, total_windows: int) -> LevelResult:
-    """Merge windows into one result: percentiles over all their requests, throughput over their time."""
+                  stable: bool, total_windows: int, extra_percentile: int | None = None) -> LevelResult:
+    """Merge windows into one result: percentiles over all their requests (p50/90/95/99 and
+    ``extra_percentile``), throughput over their time."""
     latencies = sorted(lat for w in windows for lat in w.latencies_ns)
     duration = sum(w.duration_s for w in windows)
     server = None
@@ -160,7 +161,8 @@ def merge_windows(windows: list[Window], batch_size: int, concurrency: int | Non
         delayed_count=sum(w.delayed for w in windows), duration_s=duration,
         throughput=len(latencies) * batch_size / duration if duration else 0.0,
         avg_latency_us=sum(latencies) / len(latencies) / 1e3 if latencies else 0.0,
-        percentiles_us={p: percentile_ns(latencies, p) / 1e3 for p in PERCENTILES},
+        percentiles_us={p: percentile_ns(latencies, p) / 1e3
+                        for p in sorted(set(PERCENTILES) | ({extra_percentile} if extra_percentile else set()))},
         client_cpu_pct=100 * sum(w.client_cpu_s for w in windows) / duration if duration else 0.0,
         server=server,
         throughput_spread=relative_spread([w.throughput for w in windows]),

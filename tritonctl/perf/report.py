@@ -68,3 +68,43 @@ def render_table(result: PerfResult):
             f"{level.client_cpu_pct:.0f}%", "yes" if level.stable else "[yellow]no[/yellow]",
         )
     return table
+
+
+def to_perf_analyzer_csv(result: PerfResult, verbose: bool = False) -> str:
+    """perf_analyzer's ``-f`` file: one row per load level sorted by throughput, times in whole µs. The
+    client's send and receive times are not measured apart from the latency, so they read 0 and the
+    network share is the latency less the server's queue and compute."""
+    levels = sorted(result.levels, key=lambda level: level.throughput)
+    with_server = bool(levels) and all(level.server is not None for level in levels)
+    percentiles = sorted(levels[0].percentiles_us) if levels else [50, 90, 95, 99]
+    header = ["Concurrency" if result.options.concurrency else "Request Rate", "Inferences/Second", "Client Send"]
+    if with_server:
+        header += ["Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer",
+                   "Server Compute Output"]
+    header += ["Client Recv"] + [f"p{p} latency" for p in percentiles]
+    if verbose:
+        header += (["Avg latency"] if result.options.latency_percentile is None else []) + [
+            "request/response", "response wait"]
+    lines = [",".join(header)]
+    for level in levels:
+        lines.append(",".join(_perf_analyzer_row(result, level, with_server, percentiles, verbose)))
+    return "\n".join(lines) + "\n"
+
+
+def _perf_analyzer_row(result: PerfResult, level, with_server: bool, percentiles: list[int],
+                       verbose: bool) -> list[str]:
+    trace = result.options.request_intervals
+    load = level.concurrency if result.options.concurrency else (
+        level.request_rate if level.request_rate else mean_rate(trace))
+    row = [f"{load:g}", f"{level.throughput:.6g}", "0"]
+    if with_server:
+        server = level.server
+        network = max(level.avg_latency_us - level.server_queue_us - level.server_compute_us, 0.0)
+        row += [str(int(v)) for v in (network, level.server_queue_us, server.per_request_us(server.compute_input_ns),
+                                      server.per_request_us(server.compute_infer_ns),
+                                      server.per_request_us(server.compute_output_ns))]
+    row += ["0"] + [str(int(level.percentiles_us[p])) for p in percentiles]
+    if verbose:
+        row += ([str(int(level.avg_latency_us))] if result.options.latency_percentile is None else []) + [
+            "0", str(int(level.avg_latency_us))]
+    return row

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tritonctl.perf.client import ModelInfo, PerfClient
-from tritonctl.perf.inputs import build_requests, request_shapes
+from tritonctl.perf.inputs import GENERATED, build_workload, request_shapes
 from tritonctl.perf.intervals import describe as describe_intervals
 from tritonctl.perf.loadgen import LoadGenerator
 from tritonctl.perf.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
+from tritonctl.perf.sequences import DEFAULT_SEQUENCE_LENGTH, SequencePlayer
 
 CLIENT_BOUND_CPU_PCT = 80.0  # the client's event loop is one thread: near 100% of a core, it is the limit
 
@@ -46,16 +47,80 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict) -> N
 async def prepare_requests(client: PerfClient, options: PerfOptions):
     """The model's metadata, a sender of one request, and the requests to send (built once)."""
     info = await client.model_info(options.model, options.model_version)
-    shapes = request_shapes(info, options.batch_size, options.shapes)
-    arrays = build_requests(info, shapes, options.input_data, options.batch_size)
+    check_model(info, options)
+    real_data = options.input_data not in GENERATED
+    shapes = request_shapes(info, options.batch_size, options.shapes, data_gives_shapes=real_data)
+    workload = build_workload(info, shapes, options.input_data, options.batch_size, options.string_length,
+                              options.string_data)
     datatypes = {t.name: t.datatype for t in info.inputs}
     outputs = client.make_outputs([t.name for t in info.outputs])
-    prepared = [client.make_inputs(request, datatypes) for request in arrays]
+    streams = [[PreparedRequest(client.make_inputs(r.inputs, datatypes), r.expected) for r in stream]
+               for stream in workload.streams]
+    if not info.sequence:
+        async def send(request: PreparedRequest) -> None:
+            result = await client.infer(options.model, options.model_version, request.inputs, outputs)
+            check_outputs(result, request.expected)
 
-    async def send(inputs: list) -> None:
-        await client.infer(options.model, options.model_version, inputs, outputs)
+        return info, send, [r for stream in streams for r in stream]
+    player = SequencePlayer(streams, options.sequence_length or (None if real_data else DEFAULT_SEQUENCE_LENGTH),
+                            options.sequence_length_variation, options.sequence_id_start,
+                            info.string_correlation_id)
 
-    return info, send, prepared
+    async def send_in_sequence(_: object) -> None:
+        sequence, request, parameters = player.take()
+        try:
+            result = await client.infer(options.model, options.model_version, request.inputs, outputs, parameters)
+        finally:
+            player.give_back(sequence)
+        check_outputs(result, request.expected)
+
+    return info, send_in_sequence, [None]
+
+
+@dataclass
+class PreparedRequest:
+    inputs: list
+    expected: dict
+
+
+def check_model(info: ModelInfo, options: PerfOptions) -> None:
+    """Refuse what this load generator cannot measure, before any request is sent."""
+    if info.decoupled:
+        raise PerfError(f"model '{info.name}' is decoupled (model_transaction_policy {{ decoupled: true }}): it "
+                        "answers over a gRPC stream, which tritonctl perf does not drive; measure it with "
+                        "perf_analyzer -i grpc --streaming")
+    if info.sequence and options.batch_size > 1:
+        raise PerfError(f"-b {options.batch_size}: model '{info.name}' has a sequence batcher, whose requests "
+                        "each carry one step of one sequence; use -b 1 (the batcher batches sequences itself)")
+
+
+def check_outputs(result, expected: dict) -> None:
+    """Compare the outputs with ``validation_data``; a mismatch fails the request."""
+    import numpy as np
+
+    for name, want in expected.items():
+        got = result.as_numpy(name)
+        if got is None:
+            raise ValueError(f"validation: the response has no output '{name}'")
+        got, want = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+        if got.dtype.kind == "f" and want.size == got.size:
+            same = np.allclose(got, want, rtol=1e-5, atol=1e-6)
+        else:
+            same = want.size == got.size and all(_same(a, b) for a, b in zip(got.tolist(), want.tolist()))
+        if not same:
+            raise ValueError(f"validation: output '{name}' does not match validation_data: expected "
+                             f"{_preview(want)}, got {_preview(got)}")
+
+
+def _same(got, want) -> bool:
+    if isinstance(got, bytes) and isinstance(want, str):
+        want = want.encode()
+    return got == want
+
+
+def _preview(array) -> str:
+    values = array.tolist()
+    return str(values[:8])[:-1] + (", ...]" if len(values) > 8 else "]")
 
 
 async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfResult:
@@ -74,7 +139,7 @@ async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfRes
             level = await _measure_level(options, client, generator, concurrency, rate)
             result.total_sent += generator.state.sent
             result.levels.append(level)
-            result.warnings.extend(_level_warnings(level, label))
+            result.warnings.extend(_level_warnings(level, label, generator.state.first_error))
         after = await client.statistics(options.model, options.model_version)
         if before is not None and after is not None:
             result.server_total = after - before
@@ -120,7 +185,8 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
                 break
     finally:
         await generator.stop()
-    return merge_windows(windows[-3:], options.batch_size, concurrency, rate, stable, len(windows))
+    return merge_windows(windows[-3:], options.batch_size, concurrency, rate, stable, len(windows),
+                         options.latency_percentile)
 
 
 async def _wait(event: asyncio.Event, timeout_s: float, state) -> None:
@@ -146,13 +212,14 @@ def level_label(options: PerfOptions, concurrency: int | None, rate: float | Non
     return describe_intervals(options.request_intervals)
 
 
-def _level_warnings(level: LevelResult, label: str) -> list[str]:
+def _level_warnings(level: LevelResult, label: str, first_error: str | None = None) -> list[str]:
     warnings = []
     if not level.stable:
         warnings.append(f"{label}: failed to obtain a stable measurement within {level.windows} windows; "
                         "use a longer --measurement-interval or a larger --measurement-request-count")
     if level.error_count:
-        warnings.append(f"{label}: {level.error_count} requests failed")
+        warnings.append(f"{label}: {level.error_count} requests failed"
+                        + (f" (first error: {first_error})" if first_error else ""))
     if level.client_cpu_pct >= CLIENT_BOUND_CPU_PCT:
         warnings.append(f"{label}: the client used {level.client_cpu_pct:.0f}% of a core; it is probably the "
                         "bottleneck, so throughput may be understated")

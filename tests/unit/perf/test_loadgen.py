@@ -6,8 +6,10 @@ import asyncio
 import gc
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tritonctl.perf.loadgen import LoadGenerator, LoadState
+from tritonctl.perf.sequences import SequencePlayer
 
 
 def test_concurrency_keeps_n_in_flight_and_drains_on_stop():
@@ -93,3 +95,45 @@ def test_ctrl_c_inside_a_client_task_is_not_printed_again(caplog):
     asyncio.run(measurement(RuntimeError("connection reset")))
     gc.collect()
     assert "never retrieved" in caplog.text and "connection reset" in caplog.text
+
+
+@given(concurrency=st.integers(1, 5), length=st.integers(1, 6), rounds=st.integers(1, 30))
+@settings(max_examples=40, deadline=None)
+def test_sequences_have_one_request_in_flight_and_start_and_end_flags(concurrency, length, rounds):
+    """N concurrent senders play N sequences; each sequence sends its steps in order, flagged start
+    on the first and end on the last, and an id is never reused."""
+    player = SequencePlayer([["a", "b", "c"]], length, 0, first_id=5)
+    sent: dict[int, list[tuple[str, bool, bool]]] = {}
+
+    async def sender():
+        for _ in range(rounds):
+            sequence, step, parameters = player.take()
+            assert sequence.correlation_id not in busy
+            busy.add(sequence.correlation_id)
+            sent.setdefault(parameters["sequence_id"], []).append(
+                (step, parameters["sequence_start"], parameters["sequence_end"]))
+            await asyncio.sleep(0)
+            busy.discard(sequence.correlation_id)
+            player.give_back(sequence)
+
+    busy: set = set()
+
+    async def main():
+        await asyncio.gather(*(sender() for _ in range(concurrency)))
+
+    asyncio.run(main())
+    assert min(sent) == 5
+    for steps in sent.values():
+        assert [s for s, _, _ in steps] == ["abc"[i % 3] for i in range(len(steps))]
+        assert [start for _, start, _ in steps] == [True] + [False] * (len(steps) - 1)
+        ends = [end for _, _, end in steps]
+        assert ends == [False] * (length - 1) + [True] if len(steps) == length else not any(ends)
+
+
+def test_sequences_take_their_length_from_the_stream_without_a_sequence_length():
+    player = SequencePlayer([[1, 2, 3], [4]], None, 20, first_id=1, string_ids=True)
+    first, step, parameters = player.take()
+    assert first.length == 3 and step == 1
+    assert parameters == {"sequence_id": "1", "sequence_start": True, "sequence_end": False}
+    second, step, parameters = player.take()
+    assert second.length == 1 and step == 4 and parameters["sequence_start"] and parameters["sequence_end"]
