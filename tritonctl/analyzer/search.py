@@ -234,8 +234,9 @@ def read_model_config(repository: Path, model: str, gpus_for: GpusFor | None = N
     errors = [d for d in diagnostics if d.severity is Severity.ERROR]
     if config is None or errors:
         first = f"{errors[0].code} {errors[0].message}" if errors else "the config does not parse"
+        fix = f": {errors[0].hint}" if errors and errors[0].hint else ""
         raise AnalyzeError(f"model '{model}' does not load as configured ({first}); "
-                           f"run `tritonctl validate {model_dir}` and fix it first")
+                           f"run `tritonctl validate {model_dir}` and fix it first{fix}")
     return model_dir, config
 
 

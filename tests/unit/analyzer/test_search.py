@@ -130,6 +130,9 @@ def test_models_analyze_refuses(tmp_path):
     (broken / "config.pbtxt").write_text('backend: "onnxruntime"\nmax_batch_size: 8\ninput [ { name: "X" } ]\n')
     with pytest.raises(AnalyzeError, match=r"model 'broken' does not load as configured .*tritonctl validate"):
         load_model_config(tmp_path, "broken")
+    on_gpu = onnx_model(tmp_path, "on_gpu", config="instance_group [ { kind: KIND_GPU } ]")
+    with pytest.raises(AnalyzeError, match=r"\(AC03 .*no GPUs are available\).*fix it first: use kind: KIND_CPU"):
+        load_model_config(tmp_path, "on_gpu")
     sequence = onnx_model(tmp_path, "sequence", config="sequence_batching { }")
     assert sequence.is_dir()
     with pytest.raises(AnalyzeError, match="uses the sequence batcher"):
