@@ -63,6 +63,9 @@ Without REPOSITORY, a small example repository (model 'simple') is created and s
 
 def serve(
     repository: Path = typer.Argument(None, help="The model repository (default: the example repository)."),
+    model_repository: list[Path] = typer.Option([], "--model-repository", "--model-store", metavar="DIR",
+                                                help="The model repository, as tritonserver's flag names it (the "
+                                                     "same as the REPOSITORY argument)."),
     http_port: int = typer.Option(8000, "--http-port", help="HTTP port (-1 turns HTTP off)."),
     grpc_port: int = typer.Option(8001, "--grpc-port", help="gRPC port (-1 turns gRPC off)."),
     metrics_port: int = typer.Option(8002, "--metrics-port", help="Prometheus metrics port (-1 turns it off)."),
@@ -146,6 +149,7 @@ def serve(
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
 
     _configure_logging(log_verbose, log_format)
+    repository = _one_repository(repository, model_repository)
     if repository is None:
         repository = ensure_example_repository()
         logging.getLogger("tritonctl.serve").info("serving the example repository at %s", repository)
@@ -214,6 +218,16 @@ def serve(
         loop.close()
     if not runtime.clean_stop:  # something was cut (logged): threads left in a model must not hold the exit
         exit_now(1)
+
+
+def _one_repository(argument: Path | None, flags: list[Path]) -> Path | None:
+    """The repository named by the argument or by --model-repository: one of them, once."""
+    named = ([argument] if argument is not None else []) + list(flags)
+    if len(named) > 1:
+        listed = ", ".join(str(p) for p in named)
+        raise CliError(f"serve takes one model repository, got {len(named)} ({listed}); serve each on its own ports, "
+                       "or gather the models into one repository", 2)
+    return named[0] if named else None
 
 
 def _configure_logging(verbose: int, log_format: LogFormat) -> None:

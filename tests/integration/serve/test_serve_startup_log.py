@@ -26,12 +26,14 @@ def inherited_path() -> list[str]:
     return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
-def startup_lines(repo: Path, blocked: list[str], path: list[Path] = (), extra: list[str] = ()) -> list[str]:
+def startup_lines(repo: Path | None, blocked: list[str], path: list[Path] = (), extra: list[str] = ()) -> list[str]:
     """The log up to the line that says the server is serving; the server is then stopped.
-    ``path``: more entries for PYTHONPATH; ``extra``: more flags."""
+    ``repo``: the REPOSITORY argument (None: none given); ``path``: more entries for PYTHONPATH;
+    ``extra``: more flags."""
     code = "import sys; " + "".join(f"sys.modules[{m!r}] = None; " for m in blocked)
     code += "from tritonctl.cli.app import main; main()"
-    process = subprocess.Popen([sys.executable, "-c", code, "serve", str(repo), "--http-port", "0", "--grpc-port", "0",
+    process = subprocess.Popen([sys.executable, "-c", code, "serve", *([str(repo)] if repo else []), "--http-port", "0",
+                                "--grpc-port", "0",
                                 "--metrics-port", "-1", *extra],
                                env=dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [ROOT, *path, *inherited_path()]))),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -57,6 +59,22 @@ def test_the_transports_it_runs(tmp_path):
     http = "libevent (C++ transport)" if http_native.available() else "uvicorn (Python transport)"
     grpc = "gRPC C++ (C++ transport)" if grpc_native.available() else "grpc.aio (Python transport)"
     assert f"transports: HTTP over {http}, gRPC over {grpc}" in "\n".join(lines)
+
+
+@pytest.mark.timeout(90)
+def test_the_repository_can_be_named_as_tritonserver_names_it(tmp_path):
+    (tmp_path / "models").mkdir()
+    lines = startup_lines(None, [], extra=["--model-repository", str(tmp_path / "models")])
+    assert f"serving {tmp_path / 'models'}: HTTP " in lines[-1]
+
+
+def test_serve_takes_one_repository(tmp_path, capsys):
+    from tritonctl.cli.app import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", str(tmp_path), "--model-store", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "serve takes one model repository, got 2" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(90)
