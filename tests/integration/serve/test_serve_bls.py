@@ -112,6 +112,9 @@ class TritonPythonModel:
             "unknown_output": outcome("doubler", [pb_utils.Tensor("IN", matrix)], ["NOPE"]),
             "raises": outcome("raising", [pb_utils.Tensor("IN", x)]),
             "not_found_code": outcome("refusing", [pb_utils.Tensor("IN", x)]),
+            "too_few_inputs": outcome("add_sub", [pb_utils.Tensor("INPUT0", matrix.astype(np.float64))]),
+            "too_many_inputs": outcome("add_sub", [pb_utils.Tensor(n, matrix) for n in ("INPUT0", "INPUT1", "X")]),
+            "unknown_input": outcome("add_sub", [pb_utils.Tensor(n, matrix) for n in ("INPUT0", "X")]),
         }
         return [pb_utils.InferenceResponse([pb_utils.Tensor("REPORT", np.array([json.dumps(report)], dtype=object))])
                 for _ in requests]
@@ -174,12 +177,81 @@ class TritonPythonModel:
 '''
 
 
+# A decoupled model sending IN[0] responses of OUT = IN, then the final flag alone (python_backend's
+# examples/decoupled/square_model.py).
+SQUARE = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            count = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            threading.Thread(target=self.respond, args=(request.get_response_sender(), count)).start()
+
+    def respond(self, sender, count):
+        for _ in range(int(count[0])):
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", count.astype(np.float32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+# What Triton's qa/python_models/bls checks of a response iterator, a request's flags, a DLPack
+# capsule of an output and BLS calls from the processes of a multiprocessing pool.
+BLS_OBJECTS = '''
+import json, sys
+from multiprocessing import Pool
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+def doubled(value):
+    request = pb_utils.InferenceRequest(model_name="doubler", requested_output_names=["OUT"],
+                                        inputs=[pb_utils.Tensor("IN", np.array([[value]], np.float32))])
+    return float(pb_utils.get_output_tensor_by_name(request.exec(), "OUT").as_numpy()[0, 0])
+
+def count(iterator):
+    return sum(1 for _ in iterator)
+
+class TritonPythonModel:
+    def execute(self, requests):
+        request = pb_utils.InferenceRequest(model_name="square", requested_output_names=["OUT"],
+                                            inputs=[pb_utils.Tensor("IN", np.array([3], np.int32))])
+        responses = request.exec(decoupled=True)
+        first = len(next(responses).output_tensors())
+        rest, again = count(responses), count(responses)
+        try:
+            next(responses)
+            after_end = "no StopIteration"
+        except StopIteration:
+            after_end = "StopIteration"
+        for taken, _ in enumerate(responses, 1):
+            if taken == 2:
+                break
+        resumed = count(responses)
+        request.set_flags(pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END)
+        output = pb_utils.get_output_tensor_by_name(pb_utils.InferenceRequest(
+            model_name="doubler", requested_output_names=["OUT"],
+            inputs=[pb_utils.Tensor("IN", np.ones([1, 4], np.float32))]).exec(), "OUT")
+        before = sys.getrefcount(output)
+        capsule = output.to_dlpack()
+        held = sys.getrefcount(output) - before
+        capsule = None
+        released = sys.getrefcount(output) - before
+        with Pool(2) as pool:
+            from_pool = pool.map(doubled, [1.0, 2.0, 3.0])
+        report = {"first": first, "rest": rest, "again": again, "after_end": after_end, "resumed": resumed,
+                  "flags": request.flags(), "held": held, "released": released, "from_pool": from_pool}
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("REPORT", np.array([json.dumps(report)], dtype=object))])
+                for _ in requests]
+'''
+
+
 def python_model(repo: Path, name: str, source: str, inputs: str, outputs: str, max_batch: int = 0,
-                 count: int = 1) -> None:
+                 count: int = 1, extra: str = "") -> None:
     (repo / name / "1").mkdir(parents=True)
     (repo / name / "1" / "model.py").write_text(source)
     (repo / name / "config.pbtxt").write_text(PYTHON_CONFIG.format(name=name, max_batch=max_batch, inputs=inputs,
-                                                                   outputs=outputs, count=count))
+                                                                   outputs=outputs, count=count) + extra)
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +271,9 @@ def served(tmp_path_factory, transports):
     python_model(repo, "bls_fan_out", BLS_FAN_OUT, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call", SELF_CALL, REPORT_IN, REPORT_OUT)
     python_model(repo, "self_call_pair", SELF_CALL, REPORT_IN, REPORT_OUT, count=2)
+    python_model(repo, "square", SQUARE, '{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', vector_out,
+                 extra="model_transaction_policy { decoupled: true }\n")
+    python_model(repo, "bls_objects", BLS_OBJECTS, REPORT_IN, REPORT_OUT)
     with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
@@ -252,6 +327,26 @@ def test_errors_of_the_target_come_back_in_the_response_as_triton_reports_them(s
     assert message.startswith("Failed to process the request(s) for model 'raising_0_0', message: ValueError: "
                               "raising refuses\n\nAt:\n") and code == 1
     assert outcomes["not_found_code"] == ["nothing here", 2]  # the target's own code (TritonError.NOT_FOUND)
+    # the count of inputs is checked first; an unknown name among the right count of inputs is
+    # reported without the request id, as Triton does
+    assert outcomes["too_few_inputs"] == [prefix.format("add_sub") + "[request id: <id_unknown>] expected 2 inputs "
+                                          "but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing "
+                                          "required input(s) ['INPUT1']. Please provide all required input(s).", 1]
+    assert outcomes["too_many_inputs"] == [prefix.format("add_sub") + "[request id: <id_unknown>] expected 2 inputs "
+                                           "but got 3 inputs for model 'add_sub'. Got input(s) ['INPUT0','INPUT1','X'], "
+                                           "but missing required input(s) ]. Please provide all required input(s).", 1]
+    assert outcomes["unknown_input"] == [prefix.format("add_sub") + "unexpected inference input 'X' for model "
+                                         "'add_sub'", 1]
+
+
+def test_response_iterators_flags_dlpack_and_forked_processes_behave_as_in_triton(served):
+    outcome = json.loads(report(served, "bls_objects", [1.0]))
+    # 3 responses and the empty final one: a new iteration after the last goes over all four again
+    assert (outcome["first"], outcome["rest"], outcome["again"], outcome["after_end"]) == (1, 3, 4, "StopIteration")
+    assert outcome["resumed"] == 2  # an iteration broken off is resumed where it stopped
+    assert outcome["flags"] == 2  # set_flags(TRITONSERVER_REQUEST_FLAG_SEQUENCE_END)
+    assert (outcome["held"], outcome["released"]) == (1, 0)  # the capsule holds the tensor until dropped
+    assert outcome["from_pool"] == [2.0, 4.0, 6.0]
 
 
 def test_bls_requests_are_batched_by_the_targets_dynamic_batcher(served):

@@ -35,9 +35,10 @@ class TritonPythonModel:
         self.requests = pb_utils.MetricFamily(name="demo_requests_total", description="requests seen",
                                               kind=pb_utils.COUNTER)
         self.by_model = self.requests.Metric(labels={"model": "metered", "path": "execute"})
-        self.level = pb_utils.MetricFamily("demo_level", "last value seen", pb_utils.MetricFamily.GAUGE).Metric()
-        self.sizes = pb_utils.MetricFamily("demo_sizes", "values seen", pb_utils.HISTOGRAM).Metric(
-            labels={"model": "metered"}, buckets=[1, 10, 100])
+        self.levels = pb_utils.MetricFamily("demo_level", "last value seen", pb_utils.MetricFamily.GAUGE)
+        self.level = self.levels.Metric()
+        self.all_sizes = pb_utils.MetricFamily("demo_sizes", "values seen", pb_utils.HISTOGRAM)
+        self.sizes = self.all_sizes.Metric(labels={"model": "metered"}, buckets=[1, 10, 100])
 
     def execute(self, requests):
         responses = []
@@ -55,6 +56,7 @@ class TritonPythonModel:
                 "other_kind": refused(lambda: pb_utils.MetricFamily("demo_level", "x", pb_utils.COUNTER)),
                 "histogram_value": refused(lambda: self.sizes.value()),
                 "bad_label": refused(lambda: self.requests.Metric(labels={"9lives": "x"})),
+                "orphan": refused(lambda: pb_utils.MetricFamily("demo_orphan", "x", pb_utils.GAUGE).Metric().set(1)),
             }
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([json.dumps(report)],
                                                                                           dtype=object))]))
@@ -96,6 +98,8 @@ def test_a_models_metrics_count_show_and_go_with_it(served):
     assert "already exists as a gauge" in first["other_kind"]
     assert "value() is not supported for a histogram" in first["histogram_value"]
     assert "'9lives' is not a valid label name" in first["bad_label"]
+    # a metric whose MetricFamily object is gone refuses to work, as in Triton
+    assert first["orphan"] == "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
     text = metrics_text(served)
     for line in ["# HELP demo_requests_total requests seen", "# TYPE demo_requests_total counter",
                  'demo_requests_total{model="metered",path="execute"} 2',

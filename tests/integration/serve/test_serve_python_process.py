@@ -1,7 +1,8 @@
 """Python models in stub processes of their own (``--python-isolation process``), as Triton runs
 them: two instances of a CPU-bound model run at once in two processes; a model that crashes its
 process (``os._exit``, a segfault) fails the requests it held with Triton's text ("Stub process
-'<instance>' is not healthy."), reports not ready, and every other model keeps serving; a model
+'<instance>' is not healthy."), reports not ready (so does one killed while idle), and every other
+model keeps serving; a model
 runs with the Python of its ``EXECUTION_ENV_PATH`` (a directory or a packed archive); BLS,
 decoupled models, ``async def execute``, cancellation, request parameters, auto_complete_config,
 initialize and finalize work across the process boundary. Real servers, real tritonclient, over
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +157,55 @@ def test_a_crashing_model_fails_its_requests_and_alone_goes_unready(tmp_path, pr
             client.infer("crasher", [make("HOW", np.array([0], np.int32), "INT32")])
         assert after.value.message() == ("Failed to process the request(s) for model instance 'crasher_0', "
                                          "message: The stub process has exited unexpectedly.")
+        assert client.is_server_live()
+
+
+# After Triton's qa/L0_backend_python/restart model: it reads the free memory of the stub's pool
+# through c_python_backend_utils, and gives its stub's pid.
+RESTART = """
+import os
+import numpy as np
+import triton_python_backend_utils as pb_utils
+import c_python_backend_utils as c_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.first_free = c_utils.shared_memory.free_memory()
+
+    def execute(self, requests):
+        assert c_utils.Tensor is pb_utils.Tensor and c_utils.InferenceResponse is pb_utils.InferenceResponse
+        free = c_utils.shared_memory.free_memory()
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array(
+            [os.getpid(), free == self.first_free], np.int64))]) for _ in requests]
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_stub_killed_while_idle_leaves_its_model_unready(tmp_path, protocol):
+    """As Triton (since the Python backend stopped restarting stubs, and its readiness follows the
+    stub's health): the model reports not ready and its requests fail; the server goes on."""
+    write_python_model(tmp_path, "restart", """
+        max_batch_size: 0
+        input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 2 ] } ]
+    """, RESTART)
+    with serve(tmp_path) as server:
+        if protocol == "http":
+            client, make = httpclient.InferenceServerClient(server.http_url), http_input
+        else:
+            client, make = grpcclient.InferenceServerClient(server.grpc_url), grpc_input
+        inputs = [make("IN", np.array([0], np.int32), "INT32")]
+        stub_pid, same_free = client.infer("restart", inputs).as_numpy("OUT")
+        assert same_free == 1
+        os.kill(int(stub_pid), 9)
+        deadline = time.monotonic() + 10
+        while client.is_model_ready("restart") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not client.is_model_ready("restart")
+        with pytest.raises(InferenceServerException) as failed:
+            client.infer("restart", inputs)
+        assert failed.value.message() == ("Failed to process the request(s) for model instance 'restart_0', "
+                                          "message: The stub process has exited unexpectedly.")
         assert client.is_server_live()
 
 

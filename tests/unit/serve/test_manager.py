@@ -76,7 +76,13 @@ def test_inference_and_errors_with_tritons_texts(server):
                      "INPUT1": ("FP32", np.zeros((9, 4), np.float32))}, Status.INVALID_ARG,
          "inference request batch-size must be <= 8 for 'add_sub'"),
         ("add_sub", {"INPUT0": ("FP32", a), "INPUT1": ("FP32", a), "EXTRA": ("FP32", a)}, Status.INVALID_ARG,
-         "unexpected inference input 'EXTRA' for model 'add_sub'"),
+         "expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) ['INPUT0','INPUT1','EXTRA'], but "
+         "missing required input(s) ]. Please provide all required input(s)."),
+        ("add_sub", {"INPUT0": ("INT32", a.astype(np.int32))}, Status.INVALID_ARG,
+         "expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required "
+         "input(s) ['INPUT1']. Please provide all required input(s)."),
+        ("add_sub", {"INPUT0": ("FP32", a), "WRONG": ("FP32", a)}, Status.INVALID_ARG,
+         "unexpected inference input 'WRONG' for model 'add_sub'"),
     ]
     for model, inputs, status, text in cases:
         with pytest.raises(ServeError) as caught:

@@ -236,7 +236,7 @@ def execute(request: pb_utils.InferenceRequest, decoupled: bool):
     items: queue.SimpleQueue = queue.SimpleQueue()
     call, refused = submit(_server_of(caller.backend), request, decoupled, items.put)
     if decoupled:
-        return ResponseIterator(call, items, refused)
+        return ResponseIterator(items).started(call, refused)
     if refused is not None:
         return refused
     if not hold(caller, call):
@@ -260,7 +260,7 @@ def execute_async(request: pb_utils.InferenceRequest, decoupled: bool) -> asynci
     future = loop.create_future()
     if decoupled:  # done once the first response is here, as in Triton: iterating then waits on nothing
         items: queue.SimpleQueue = queue.SimpleQueue()
-        iterator = ResponseIterator(None, items, None)
+        iterator = ResponseIterator(items)
         first = [True]
 
         def deliver_first(item: Item) -> None:
@@ -269,7 +269,7 @@ def execute_async(request: pb_utils.InferenceRequest, decoupled: bool) -> asynci
                 first.clear()
                 loop.call_soon_threadsafe(_settle, future, iterator)
 
-        iterator._call, iterator._refused = submit(server, request, True, deliver_first)
+        iterator.started(*submit(server, request, True, deliver_first))
         if iterator._call is None:
             future.set_result(iterator)
         return future
@@ -296,23 +296,39 @@ def _settle(future: asyncio.Future, response: pb_utils.InferenceResponse) -> Non
 
 
 class ResponseIterator:
-    """The responses of ``exec(decoupled=True)``, in the order the model sends them."""
+    """The responses of ``exec(decoupled=True)``, in the order the model sends them. As Triton's, an
+    iteration that starts after the last response was taken goes over all of them again."""
 
-    def __init__(self, call: Call | None, items: queue.SimpleQueue, refused: pb_utils.InferenceResponse | None):
-        self._call = call
+    def __init__(self, items: queue.SimpleQueue):
         self._items = items
-        self._refused = refused
+        self._call: Call | None = None
         self._ended = False
+        self._seen: list = []
+        self._index = 0
+
+    def started(self, call: Call | None, refused: pb_utils.InferenceResponse | None) -> "ResponseIterator":
+        """The iterator of the submitted ``call``, or of the one response ``refused`` (no call)."""
+        self._call = call
+        if call is None:
+            self._ended = True
+            self._seen.append(refused)
+        return self
 
     def __iter__(self) -> "ResponseIterator":
+        if self._ended and self._index >= len(self._seen):
+            self._index = 0
         return self
 
     def __next__(self) -> pb_utils.InferenceResponse:
         if self._ended:
-            raise StopIteration
-        if self._call is None:
-            self._ended = True
-            return self._refused
+            if self._index >= len(self._seen):
+                raise StopIteration
+        else:
+            self._seen.append(self._receive())
+        self._index += 1
+        return self._seen[self._index - 1]
+
+    def _receive(self) -> pb_utils.InferenceResponse:
         try:
             response, error, final = self._items.get_nowait()
         except queue.Empty:

@@ -12,6 +12,8 @@ import json
 import logging
 import numbers
 import struct
+import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -133,6 +135,16 @@ class _Capsule:
         return (_DLPACK_CPU, 0)  # a capsule of another device is refused by numpy when it reads it
 
 
+class _TensorMemory:
+    """A tensor's memory as numpy takes it (``__array_interface__``): the array numpy makes of it
+    keeps this object, and so the tensor, alive."""
+
+    def __init__(self, tensor: "Tensor"):
+        self.tensor = tensor
+        self.data = tensor.as_numpy()
+        self.__array_interface__ = self.data.__array_interface__
+
+
 class Tensor:
     """A named tensor holding a numpy array (CPU memory)."""
 
@@ -165,8 +177,10 @@ class Tensor:
 
     # ---- DLPack (CPU memory): Triton's interoperability with torch, cupy, jax ... ----------------
     def to_dlpack(self):
-        """A DLPack capsule sharing this tensor's memory, for ``torch.utils.dlpack.from_dlpack``."""
-        return self.__dlpack__()
+        """A DLPack capsule sharing this tensor's memory, for ``torch.utils.dlpack.from_dlpack``. As
+        in Triton, the capsule holds a reference to this tensor until it is consumed or dropped."""
+        self.__dlpack__()  # the checks, and a writeable copy of read-only data
+        return np.asarray(_TensorMemory(self)).__dlpack__()
 
     def __dlpack__(self, stream=None, **_options):
         if self._data.dtype == object:
@@ -276,6 +290,9 @@ class InferenceRequest:
 
     def flags(self) -> int:
         return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = int(_typed(flags, int, "InferenceRequest.set_flags()", "flags"))
 
     def timeout(self) -> int:
         return self._timeout
@@ -404,7 +421,8 @@ class MetricFamily:
 
 
 class Metric:
-    """One metric of a family, by its labels: made again with the same labels, it is the same metric."""
+    """One metric of a family, by its labels: made again with the same labels, it is the same metric.
+    As in Triton, it works only while the MetricFamily object it was made from exists."""
 
     def __init__(self, family: MetricFamily, labels: dict | None = None, buckets: list | None = None):
         if labels is not None and (not isinstance(labels, dict) or not all(
@@ -413,7 +431,8 @@ class Metric:
         labels = dict(labels) if labels else None
         buckets = None if buckets is None else list(buckets)
         _refused_as_exception(family._metrics.metric, family._name, labels, buckets)
-        self._family, self._labels = family, labels
+        self._family = weakref.ref(family)
+        self._metrics, self._name, self._labels = family._metrics, family._name, labels
 
     def increment(self, value: float) -> None:
         self._update("increment", _number(value))
@@ -428,13 +447,15 @@ class Metric:
         return self._update("value")
 
     def _update(self, op: str, value: float | None = None):
-        family = self._family
-        return _refused_as_exception(family._metrics.update, family._name, self._labels, op, value)
+        if self._family() is None:
+            raise TritonModelException("Invalid metric operation as the corresponding 'MetricFamily' has been "
+                                       "deleted.")
+        return _refused_as_exception(self._metrics.update, self._name, self._labels, op, value)
 
     def __del__(self):
-        if hasattr(self, "_family"):
+        if hasattr(self, "_name"):
             try:
-                self._family._metrics.release_metric(self._family._name, self._labels)
+                self._metrics.release_metric(self._name, self._labels)
             except Exception:
                 pass
 
@@ -574,3 +595,30 @@ def numpy_to_triton_type(data_type) -> int | None:
         if np.dtype(numpy_type) == dtype:
             return number
     return None
+
+
+# The names of Triton's compiled ``c_python_backend_utils``, which ``triton_python_backend_utils``
+# re-exports: a model may import either.
+C_MODULE_NAME = "c_python_backend_utils"
+_C_MODULE_NAMES = (
+    "TritonError", "TritonModelException", "PreferredMemory", "TRITONSERVER_MEMORY_CPU", "TRITONSERVER_MEMORY_GPU",
+    "InferenceTrace", "InferenceRequest", "Tensor", "InferenceResponse", "Logger", "LogLevel", "MetricFamily",
+    "Metric", "COUNTER", "GAUGE", "HISTOGRAM", "load_model", "unload_model", "is_model_ready",
+    "TRITONSERVER_REQUEST_RELEASE_ALL", "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+)
+SHM_POOL_BYTE_SIZE = 1 << 20  # Triton's default shm-default-byte-size
+
+
+def _free_memory() -> int:
+    """The free bytes of the stub's shared-memory pool: all of it, as tensors never stay in it
+    between calls here."""
+    return SHM_POOL_BYTE_SIZE
+
+
+def c_python_backend_utils() -> types.ModuleType:
+    """A ``c_python_backend_utils`` module over this module's classes (the same objects)."""
+    module = types.ModuleType(C_MODULE_NAME)
+    for name in _C_MODULE_NAMES:
+        setattr(module, name, globals()[name])
+    module.shared_memory = types.SimpleNamespace(free_memory=_free_memory)
+    return module

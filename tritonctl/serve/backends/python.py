@@ -36,6 +36,7 @@ from tritonctl.serve.core.types import ModelOutputs
 log = logging.getLogger("tritonctl.serve")
 
 PB_UTILS_NAME = "triton_python_backend_utils"
+C_PB_UTILS = pb_utils.c_python_backend_utils()
 
 
 def _model_metrics() -> MetricUser:
@@ -60,14 +61,16 @@ pb_utils.model_dir_of_model = _model_dir
 
 @contextlib.contextmanager
 def model_import_context(model_file: Path, package: str):
-    """pb_utils importable under Triton's name and the model's directories on sys.path, only
+    """pb_utils importable under Triton's names (``triton_python_backend_utils`` and
+    ``c_python_backend_utils``) and the model's directories on sys.path, only
     meanwhile. Modules the model imports from its own directories by their top-level names are
     dropped afterwards, so two models (or a reload) with a ``helper.py`` each get their own; those
     of its package (``from . import helper``) go with the package (``forget_model_modules``)."""
     restore_numpy1_names()  # models written for Triton's numpy 1.x stub (numpy_compat)
-    previous = sys.modules.get(PB_UTILS_NAME)
+    previous = {name: sys.modules.get(name) for name in (PB_UTILS_NAME, pb_utils.C_MODULE_NAME)}
     before = set(sys.modules)
     sys.modules[PB_UTILS_NAME] = pb_utils
+    sys.modules[pb_utils.C_MODULE_NAME] = C_PB_UTILS
     search_paths = model_search_paths(model_file)
     sys.path[0:0] = search_paths
     try:
@@ -76,10 +79,11 @@ def model_import_context(model_file: Path, package: str):
         for path in search_paths:
             with contextlib.suppress(ValueError):
                 sys.path.remove(path)
-        if previous is None:
-            sys.modules.pop(PB_UTILS_NAME, None)
-        else:
-            sys.modules[PB_UTILS_NAME] = previous
+        for name, module in previous.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
         root = str(model_file.parent.parent.resolve())
         for name in set(sys.modules) - before:
             if name == package or name.startswith(package + "."):

@@ -23,8 +23,10 @@ import itertools
 import logging
 import os
 import secrets
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -44,6 +46,9 @@ model_log = logging.getLogger("tritonctl.serve.python_model")
 # The parent directory of the tritonctl package, from which the stub imports its own modules.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
 FINALIZE_S = 30.0  # how long finalize() may take before the stub is killed
+
+
+REPLY_TO = "reply_to"  # set on each call the server reads: the channel its answers go back on
 
 
 class StubDied(Exception):
@@ -86,14 +91,16 @@ class StubProcess:
         # answers, read by a thread each side. An execution thus wakes one thread per side.
         ours, theirs = socket.socketpair()
         calls_ours, calls_theirs = socket.socketpair()
+        self._forks = _ForkCalls(name, self._read_calls)
         try:
             self.process = subprocess.Popen(
                 [python, "-c", BOOTSTRAP, str(theirs.fileno()), _PACKAGE_PARENT, self.prefix,
-                 str(calls_theirs.fileno())],
+                 str(calls_theirs.fileno()), self._forks.address],
                 pass_fds=(theirs.fileno(), calls_theirs.fileno()), env=env, stdin=subprocess.DEVNULL)
         except OSError as exc:
             ours.close()
             calls_ours.close()
+            self._forks.close()
             raise BackendLoadError(f"unable to start the stub process of '{name}' with '{python}': {exc}") from None
         finally:
             theirs.close()
@@ -103,15 +110,20 @@ class StubProcess:
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"{name}-stub")
         self._reader.start()
 
-    def _read(self) -> None:
+    def _read_calls(self, channel: wire.Channel) -> None:
+        """Hand each call read on ``channel`` on, until the other side closes it."""
         while True:
-            message = self.channel.receive()
+            message = channel.receive()
             if message is None:
-                break
+                return
+            message[REPLY_TO] = channel
             try:
                 self._handle_call(message)
             except Exception:  # a message the stub sent wrongly must not end the reader
                 log.exception("stub '%s': message %s failed", self.name, message.get("op"))
+
+    def _read(self) -> None:
+        self._read_calls(self.channel)
         self.alive = False
         self.process.wait()
         wire.remove_leftovers(self.prefix)
@@ -152,7 +164,43 @@ class StubProcess:
             self.process.wait()
         self._reader.join(timeout_s)
         self.channel.close()
+        self._forks.close()
         wire.remove_leftovers(self.prefix)
+
+
+class _ForkCalls:
+    """Where a process the model forks (a ``multiprocessing`` pool, say) connects for its own calls
+    to the server (BLS, logs): a Unix socket in a private directory, one reader per connection."""
+
+    def __init__(self, name: str, read_calls):
+        self._directory = tempfile.mkdtemp(prefix="tritonctl-stub-")
+        self.address = os.path.join(self._directory, "calls")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        self._listener.listen()
+        self._read_calls = read_calls
+        threading.Thread(target=self._accept, daemon=True, name=f"{name}-forks").start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:  # closed: the stub has ended
+                return
+            channel = wire.Channel(connection)
+            threading.Thread(target=self._serve, args=(channel,), daemon=True, name="stub-fork-calls").start()
+
+    def _serve(self, channel: wire.Channel) -> None:
+        self._read_calls(channel)
+        channel.close()
+
+    def close(self) -> None:
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 class RemoteModel:
@@ -255,7 +303,7 @@ class ProcessPythonBackend(PythonBackend):
     def __init__(self, config, model_dir: Path, version_dir: Path, instance, host=None, model_file: Path | None = None):
         self._stub: StubProcess | None = None
         self._remote: RemoteModel | None = None
-        self._bls_iterators: dict[int, object] = {}
+        self._bls_iterators: dict[tuple, object] = {}  # (channel, call id) -> its response iterator
         self._model_dir = model_dir
         super().__init__(config, model_dir, version_dir, instance, host, model_file)
 
@@ -321,7 +369,7 @@ class ProcessPythonBackend(PythonBackend):
             log.error("%s", error.message)
             self._fail_open(self._remote.batches.get(message["exec"], []), error)
         elif op == "bls_cancel":
-            iterator = self._bls_iterators.get(message["call"])
+            iterator = self._bls_iterators.get((message[REPLY_TO], message["call"]))
             if iterator is not None:
                 iterator.cancel()
         elif message["what"] == "metric":
@@ -370,7 +418,7 @@ class ProcessPythonBackend(PythonBackend):
 
     def _reply(self, message: dict, answer: dict) -> None:
         try:
-            self._stub.channel.send({"op": "reply", "call": message["call"], **answer})
+            message[REPLY_TO].send({"op": "reply", "call": message["call"], **answer})
         except OSError:
             pass  # the stub has gone
 
@@ -410,21 +458,21 @@ class ProcessPythonBackend(PythonBackend):
                 self._reply(message, self._response_message(answer))
                 return
             call_id = message["call"]
-            self._bls_iterators[call_id] = answer
+            self._bls_iterators[message[REPLY_TO], call_id] = answer
             self._reply(message, {})
             try:
                 ended = False
+                channel = message[REPLY_TO]
                 for response in answer:
                     ended = answer._ended
-                    self._stub.channel.send({"op": "bls_item", "call": call_id, "final": ended,
-                                             **self._response_message(response)})
+                    channel.send({"op": "bls_item", "call": call_id, "final": ended,
+                                  **self._response_message(response)})
                 if not ended:
-                    self._stub.channel.send({"op": "bls_item", "call": call_id, "final": True,
-                                             "response": {"outputs": []}})
+                    channel.send({"op": "bls_item", "call": call_id, "final": True, "response": {"outputs": []}})
             except OSError:
                 pass
             finally:
-                self._bls_iterators.pop(call_id, None)
+                self._bls_iterators.pop((message[REPLY_TO], call_id), None)
         finally:
             bls.CALLER.reset(token)
 

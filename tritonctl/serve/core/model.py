@@ -121,22 +121,17 @@ class ModelVersion:
         """Check ``request`` against the config (Triton's texts, A.9) and set its batch size."""
         rid = f"[request id: {request.id or '<id_unknown>'}] "
         model = self.name
+        if not len(self.required_inputs) <= len(request.inputs) <= len(self.inputs):
+            raise self._input_count_error(request, rid)
         for name, tensor in request.inputs.items():
             spec = self.inputs.get(name)
             if spec is None:
-                raise invalid_arg(f"{rid}unexpected inference input '{name}' for model '{model}'")
+                raise invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
             if tensor.datatype != spec.datatype:
                 raise invalid_arg(f"{rid}inference input '{name}' data-type is '{tensor.datatype}', but model "
                                   f"'{model}' expects '{spec.datatype}'")
-        missing = [n for n in self.required_inputs if n not in request.inputs]
-        if missing:
-            required, total = len(self.required_inputs), len(self.inputs)
-            expected = (f"{required} inputs" if required == total
-                        else f"number of inputs between {required} and {total}")
-            raise invalid_arg(
-                f"{rid}expected {expected} but got {len(request.inputs)} inputs for model '{model}'. Got input(s) "
-                f"{_names(request.inputs)}, but missing required input(s) {_names(missing)}. "
-                "Please provide all required input(s).")
+        if any(n not in request.inputs for n in self.required_inputs):
+            raise self._input_count_error(request, rid)
         batch = 1
         if self.max_batch_size > 0:
             sizes = {t.data.shape[0] if t.data.ndim else 0 for t in request.inputs.values()}
@@ -160,6 +155,17 @@ class ModelVersion:
                 if output.name not in self.outputs:
                     raise invalid_arg(f"unexpected inference output '{output.name}' for model '{model}'")
         request.batch_size = batch
+
+    def _input_count_error(self, request: InferRequest, rid: str) -> ServeError:
+        """Triton's refusal of a request whose inputs are too few or too many, or lack a required
+        one; with no input missing, its list of them reads ``]``, as Triton writes it."""
+        required, total = len(self.required_inputs), len(self.inputs)
+        expected = f"{required} inputs" if required == total else f"number of inputs between {required} and {total}"
+        missing = [n for n in self.required_inputs if n not in request.inputs]
+        return invalid_arg(
+            f"{rid}expected {expected} but got {len(request.inputs)} inputs for model '{self.name}'. Got input(s) "
+            f"{_names(request.inputs)}, but missing required input(s) {_names(missing) if missing else ']'}. "
+            "Please provide all required input(s).")
 
     # ---- execution (instance worker thread) ---------------------------------------------------
     def _model_input(self, name: str, arrays: list[np.ndarray], total: int) -> np.ndarray:

@@ -58,6 +58,7 @@ def load_pb_utils():
     module = importlib.util.module_from_spec(spec)
     sys.modules[PB_UTILS_NAME] = module
     spec.loader.exec_module(module)
+    sys.modules[module.C_MODULE_NAME] = module.c_python_backend_utils()
     module.InferenceRequest.exec = _exec
     module.InferenceRequest.async_exec = _async_exec
     module.metrics_of_model = lambda: SERVER_METRICS
@@ -265,25 +266,33 @@ def _async_exec(self, decoupled: bool = False):
 
 
 class ResponseIterator:
-    """The responses of ``exec(decoupled=True)``, in the order the model sends them."""
+    """The responses of ``exec(decoupled=True)``, in the order the model sends them. As Triton's, an
+    iteration that starts after the last response was taken goes over all of them again."""
 
     def __init__(self, call_id: int, items: queue.SimpleQueue):
         self._call = call_id
         self._items = items
         self._ended = False
+        self._seen: list = []
+        self._index = 0
 
     def __iter__(self) -> "ResponseIterator":
+        if self._ended and self._index >= len(self._seen):
+            self._index = 0
         return self
 
     def __next__(self):
-        if self._ended:
+        if not self._ended:
+            message = self._items.get()
+            if message is None:  # the server has gone
+                self._ended = True
+            else:
+                self._ended = message.get("final", True)
+                self._seen.append(_received_response(message))
+        if self._index >= len(self._seen):
             raise StopIteration
-        message = self._items.get()
-        if message is None:  # the server has gone
-            self._ended = True
-            raise StopIteration
-        self._ended = message.get("final", True)
-        return _received_response(message)
+        self._index += 1
+        return self._seen[self._index - 1]
 
     def cancel(self) -> None:
         STUB.channel.send({"op": "bls_cancel", "call": self._call})
@@ -299,10 +308,11 @@ class _ForwardLog(logging.Handler):
 
 
 class Stub:
-    def __init__(self, orders: wire.Channel, channel: wire.Channel, prefix: str):
+    def __init__(self, orders: wire.Channel, channel: wire.Channel, prefix: str, fork_address: str | None = None):
         self.orders = orders  # the server's orders and their results, on the main thread
         self.channel = channel  # calls to the server and its answers, read by the reader thread
         self.prefix = prefix
+        self.fork_address = fork_address  # where a forked process connects for calls of its own
         self._calls = itertools.count(1)
         self._waiting: dict[int, object] = {}  # call id -> callable taking the reply
         self._streams: dict[int, queue.SimpleQueue] = {}
@@ -337,6 +347,22 @@ class Stub:
                             self._streams.pop(message["call"], None)
                     if first_item is not None:
                         first_item()
+
+    def after_fork(self) -> None:
+        """In a process the model forked (a ``multiprocessing`` pool, say): a connection of its own
+        for its calls to the server, as the stub's reader thread is not in it."""
+        self.orders.sock.close()  # the server sees the stub's end when the stub ends, children or not
+        self.channel.sock.close()
+        self._waiting, self._streams, self._first_item = {}, {}, {}
+        self._lock = threading.Lock()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.fork_address)
+        except (OSError, TypeError):
+            sock.close()
+            return
+        self.channel = wire.Channel(sock)
+        threading.Thread(target=self.read, daemon=True, name="stub-reader").start()
 
     def call_later(self, message: dict, path: str | None, answer, stream: bool = False, on_first_item=None) -> None:
         """Ask the server ``message``; ``answer`` gets its reply (from the reader thread), and
@@ -510,10 +536,13 @@ class Stub:
 def main() -> None:
     global pb_utils, STUB
     orders_fd, prefix, calls_fd = int(sys.argv[1]), sys.argv[3], int(sys.argv[4])
+    fork_address = sys.argv[5] if len(sys.argv) > 5 else None
     sys.argv = [""]  # what Triton's stub shows a model
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
     pb_utils = load_pb_utils()
-    STUB = Stub(wire.Channel(socket.socket(fileno=orders_fd)), wire.Channel(socket.socket(fileno=calls_fd)), prefix)
+    STUB = Stub(wire.Channel(socket.socket(fileno=orders_fd)), wire.Channel(socket.socket(fileno=calls_fd)), prefix,
+                fork_address)
+    os.register_at_fork(after_in_child=STUB.after_fork)
     threading.Thread(target=STUB.read, daemon=True, name="stub-reader").start()
     STUB.serve()
