@@ -403,3 +403,16 @@ def test_a_client_that_cancels_its_stream_cancels_the_request_for_the_model(serv
     while not note.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert note.read_text() == "cancelled"
+
+
+def test_an_error_mid_stream_names_its_request_and_is_not_final(served):
+    request = service_pb2.ModelInferRequest(model_name="repeat", model_version="1", id="r7")
+    request.inputs.add(name="IN", datatype="INT32", shape=[2])
+    request.raw_input_contents.append(np.array([-1, 5], np.int32).tobytes())
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        replies = list(service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(iter([request]),
+                                                                                          timeout=10))
+    assert [r.error_message for r in replies] == ["negative value -1", ""]
+    failed = replies[0].infer_response
+    assert (failed.model_name, failed.model_version, failed.id, list(failed.outputs)) == ("repeat", "1", "r7", [])
+    assert failed.parameters["triton_final_response"].bool_param is False

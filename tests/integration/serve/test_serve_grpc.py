@@ -98,6 +98,23 @@ def test_repository_and_statistics(client):
     assert stats["name"] == "unloadable" and stats["inference_stats"]["success"]["count"] == "1"
 
 
+def test_repository_calls_that_name_a_repository_are_unimplemented(served, client):
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for call, message in ((stub.RepositoryIndex, service_pb2.RepositoryIndexRequest(repository_name="other")),
+                              (stub.RepositoryModelLoad, service_pb2.RepositoryModelLoadRequest(
+                                  repository_name="other", model_name="unloadable")),
+                              (stub.RepositoryModelUnload, service_pb2.RepositoryModelUnloadRequest(
+                                  repository_name="other", model_name="unloadable"))):
+            with pytest.raises(grpc.RpcError) as caught:
+                call(message, timeout=10)
+            assert (caught.value.code(), caught.value.details()) == (
+                grpc.StatusCode.UNIMPLEMENTED, "'repository_name' specification is not supported")
+    assert client.is_model_ready("unloadable")
+
+
 def test_stream_infer_answers_each_request(client):
     results: queue.Queue = queue.Queue()
     client.start_stream(callback=lambda result, error: results.put((result, error)))

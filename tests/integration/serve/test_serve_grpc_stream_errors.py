@@ -8,9 +8,11 @@ from __future__ import annotations
 import queue
 import threading
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tritonctl.serve.grpc import native as grpc_native
@@ -135,3 +137,25 @@ def test_without_the_header_errors_are_messages_and_the_stream_goes_on(served):
         client.stop_stream()
     assert [isinstance(a, InferenceServerException) for a in answers] == [False, True, False, True]
     assert answers[1].message() == "An Error Occurred"
+
+
+def raw_request(model: str, request_id: str) -> service_pb2.ModelInferRequest:
+    request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
+    request.inputs.add(name="IN", datatype="FP32", shape=[2, 2])
+    request.raw_input_contents.append(np.ones([2, 2], np.float32).tobytes())
+    return request
+
+
+def test_without_the_header_an_error_names_its_request_as_tritons_does(served):
+    requests = [raw_request("execute_grpc_error", "first"), raw_request("missing", "refused"),
+                raw_request("execute_grpc_error", "failed"), raw_request("execute_grpc_error", "third")]
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        replies = list(service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(iter(requests), timeout=10))
+    assert [r.error_message for r in replies] == ["", "Request for unknown model: 'missing' is not found",
+                                                  "An Error Occurred", ""]
+    assert replies[1].infer_response == service_pb2.ModelInferResponse(id="refused")  # refused before it ran
+    failed = replies[2].infer_response
+    assert (failed.model_name, failed.model_version, failed.id, list(failed.outputs)) == \
+        ("execute_grpc_error", "", "failed", [])
+    assert dict(failed.parameters) == {"triton_final_response": service_pb2.InferParameter(bool_param=True)}
+    assert [r.infer_response.id for r in (replies[0], replies[3])] == ["first", "third"]

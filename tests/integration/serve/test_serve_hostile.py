@@ -583,6 +583,75 @@ def test_grpc_calls_that_name_no_model(served):
                                                                      "Request for unknown model: '' is not found")
 
 
+def live_with_header(served, size: int):
+    """ServerLive with one header of ``size`` bytes, on a channel of its own: its status code."""
+    with grpc.insecure_channel(served.grpc_url) as channel:
+        try:
+            service_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive(
+                service_pb2.ServerLiveRequest(), metadata=[("x-big", "a" * size)], timeout=10)
+        except grpc.RpcError as exc:
+            return exc.code()
+        return grpc.StatusCode.OK
+
+
+def test_grpc_metadata_up_to_tritons_hard_limit_can_be_served_and_past_it_is_resource_exhausted(served):
+    # Past gRPC's 8 KiB soft limit a call may be refused at random (Triton's gRPC too); under
+    # its 16 KiB hard limit one of a few tries is served.
+    assert grpc.StatusCode.OK in [live_with_header(served, 9000) for _ in range(6)]
+    assert live_with_header(served, 17000) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert live_with_header(served, 10) == grpc.StatusCode.OK
+
+
+# ---- HTTP methods Triton routes like any other --------------------------------------------------
+def raw_exchange(served, data: bytes) -> bytes:
+    """Everything the server sends back to ``data`` until it closes the connection or goes quiet."""
+    host, port = served.http_url.split(":")
+    with socket.create_connection((host, int(port)), timeout=2) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except socket.timeout:
+            pass
+    return received
+
+
+def uvicorn_refuses_unknown_methods(served) -> None:
+    if served.runtime.options.http_transport == "uvicorn":
+        pytest.skip("uvicorn answers a method token it does not know 400 before any route")
+
+
+@pytest.mark.parametrize("method,path,status", [("TRACE", "/v2/health/ready", 405), ("TRACE", "/v2/nonsense", 404),
+                                                ("FOO", "/v2/health/ready", 405), ("PROPFIND", "/v2", 405),
+                                                ("FOO", "/v2/models/add_sub/infer", 405),
+                                                ("FOO", "/v2/nonsense", 404)])
+def test_unusual_methods_get_tritons_json_404_or_405(served, method, path, status):
+    if method != "TRACE":
+        uvicorn_refuses_unknown_methods(served)
+    reply = socket_raw(served, f"{method} {path} HTTP/1.1".encode())
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status}".encode())
+    assert body == (b'{"error":"Method Not Allowed"}' if status == 405 else b'{"error":"Not Found"}')
+
+
+def test_connect_is_routed_and_its_reply_says_where_its_body_ends(served):
+    uvicorn_refuses_unknown_methods(served)
+    reply = raw_exchange(served, b"CONNECT localhost:80 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 404") and b"\r\ncontent-length: 21\r\n" in reply.lower()
+    assert reply.endswith(b'\r\n\r\n{"error":"Not Found"}')
+
+
+@pytest.mark.parametrize("method", ["TRACE", "FOO", "HEAD"])
+def test_a_body_sent_with_a_method_that_takes_none_is_never_read_as_the_next_request(served, method):
+    reply = raw_exchange(served, f"{method} /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
+                                 "hello".encode() + b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    statuses = [line[line.index(b"HTTP/1.1 "):] for line in reply.split(b"\r\n") if b"HTTP/1.1 " in line]
+    assert statuses[0].startswith(b"HTTP/1.1 4")
+    assert all(status.startswith(b"HTTP/1.1 200") for status in statuses[1:])  # read, or the connection closed
+    assert_serves(served)
+
+
 # ---- the header readers, over any bytes ----------------------------------------------------------
 @given(st.binary(max_size=40), st.integers(0, 1 << 40))
 def test_the_header_length_reader_gives_a_length_within_the_body_or_tritons_refusal(value, body_size):

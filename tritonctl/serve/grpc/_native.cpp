@@ -37,6 +37,8 @@ namespace {
 
 enum EventKind { kMessage = 0, kHalfClose = 1, kCancel = 2, kOpen = 3 };
 
+constexpr int kHardMetadataLimit = 16 * 1024;
+
 class Reactor;
 
 // The inline path of ModelInfer: the handler (None while the server is not serving) and the
@@ -329,6 +331,11 @@ class Server {
     builder.SetMaxReceiveMessageSize(max_message_bytes);
     builder.SetMaxSendMessageSize(max_message_bytes);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+#ifndef GRPC_ARG_ABSOLUTE_MAX_METADATA_SIZE
+    // A gRPC without soft and hard metadata limits has one, 8 KiB by default: Triton's gRPC
+    // refuses a call's metadata only past 16 KiB (its hard limit), so this one is raised to it.
+    builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kHardMetadataLimit);
+#endif
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) throw std::runtime_error("cannot bind the gRPC port at " + address);
   }

@@ -69,6 +69,12 @@ def failure(exc: BaseException, method: str = "") -> Answer:
     return (*status_of(exc, method), None)
 
 
+def check_no_repository_name(request) -> None:
+    """Triton serves one repository namespace: a repository RPC that names one is refused."""
+    if request.repository_name:
+        raise ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported")
+
+
 class InferCall:
     """One ModelInfer between its decoding and its reply. ``cancel()``: the client went away
     (the request is dropped if it has not run)."""
@@ -286,18 +292,21 @@ class GrpcHandlers:
         return json_format.ParseDict(stats, service_pb2.ModelStatisticsResponse(), ignore_unknown_fields=True)
 
     async def RepositoryIndex(self, request):
+        check_no_repository_name(request)
         response = service_pb2.RepositoryIndexResponse()
         for row in self.server.manager.index(ready_only=request.ready):
             response.models.add(**row)
         return response
 
     async def RepositoryModelLoad(self, request):
+        check_no_repository_name(request)
         params = {k: parameter_value(v) for k, v in request.parameters.items()}
         await asyncio.get_running_loop().run_in_executor(None, self.server.manager.load_from_api,
                                                          request.model_name, params)
         return service_pb2.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request):
+        check_no_repository_name(request)
         await asyncio.get_running_loop().run_in_executor(None, self.server.manager.unload_from_api,
                                                          request.model_name)
         return service_pb2.RepositoryModelUnloadResponse()

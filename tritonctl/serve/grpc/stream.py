@@ -4,7 +4,9 @@ ModelStreamInferResponses, the only way to call a decoupled model over gRPC.
 As Triton's stream handler does: an ordinary model's response leaves in the order its request
 came, a decoupled model's responses leave as the model sends them; an error is a message with
 ``error_message`` and the stream stays open; every response carries the parameter
-``triton_final_response`` (true on a request's last response). A decoupled model's final flag
+``triton_final_response`` (true on a request's last response). An error's ``infer_response`` names
+the request's id; a failed response's also names the model, the version asked for and the final
+flag (a request refused before it ran has the id alone). A decoupled model's final flag
 sent alone becomes a message of its own - an empty response with ``triton_final_response: true``
 and no model version - only when the request asked for it with
 ``triton_enable_empty_final_response: true`` (tritonclient's
@@ -106,7 +108,7 @@ class StreamSession:
             pending.decoupled = self.server.infer_stream(
                 request, lambda response, error, final: self._on_response(pending, response, error, final))
         except ServeError as exc:
-            self._place(ticket, self._error(exc))
+            self._place(ticket, self._refusal(exc, message.id))
             return
         self.in_flight.add(pending)
         if pending.decoupled:
@@ -136,7 +138,7 @@ class StreamSession:
                 encoded.parameters[FINAL_RESPONSE].bool_param = final
                 return service_pb2.ModelStreamInferResponse(infer_response=encoded)
         if error is not None:
-            return self._error(error)
+            return self._failed(pending.request, error, final)
         if not pending.empty_final:  # the final flag alone, which the client did not ask to see
             return None
         request = pending.request
@@ -144,8 +146,22 @@ class StreamSession:
         empty.parameters[FINAL_RESPONSE].bool_param = True
         return service_pb2.ModelStreamInferResponse(infer_response=empty)
 
-    def _error(self, error: ServeError):
-        return error if self.grpc_error else service_pb2.ModelStreamInferResponse(error_message=error.message)
+    def _refusal(self, error: ServeError, request_id: str):
+        """A request refused before it ran: the error and the request's id, as Triton sends it."""
+        if self.grpc_error:
+            return error
+        return service_pb2.ModelStreamInferResponse(error_message=error.message,
+                                                    infer_response=service_pb2.ModelInferResponse(id=request_id))
+
+    def _failed(self, request: InferRequest, error: ServeError, final: bool):
+        """A failed response: the error, with the request's id, model and requested version and the
+        final flag, as Triton sends it."""
+        if self.grpc_error:
+            return error
+        failed = service_pb2.ModelInferResponse(model_name=request.model_name, model_version=request.model_version,
+                                                id=request.id)
+        failed.parameters[FINAL_RESPONSE].bool_param = final
+        return service_pb2.ModelStreamInferResponse(error_message=error.message, infer_response=failed)
 
     def _place(self, ticket: int, message) -> None:
         """An ordinary request's message, sent once every earlier request's has been."""

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -125,6 +126,12 @@ bool ParseRawHeader(const std::string& line, RawHeader* out) {
   return true;
 }
 
+// evhttp 2.1 gives a method it does not know this type (EVHTTP_REQ_UNKNOWN_, not in its public headers).
+constexpr ev_uint16_t kUnknownMethod = 1 << 15;
+constexpr ev_uint16_t kEveryMethod = EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                     EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                     EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH | kUnknownMethod;
+
 const char* MethodName(evhttp_cmd_type command) {
   switch (command) {
     case EVHTTP_REQ_GET: return "GET";
@@ -138,6 +145,29 @@ const char* MethodName(evhttp_cmd_type command) {
     case EVHTTP_REQ_PATCH: return "PATCH";
   }
   return "UNKNOWN";
+}
+
+// evhttp gives the reply to a CONNECT no Content-Length (it expects a tunnel, and keeps the
+// connection open): the reply says where its body ends, or the client would wait for a close.
+void AddConnectLength(evhttp_request* req, evbuffer* body) {
+  if (evhttp_request_get_command(req) != EVHTTP_REQ_CONNECT) return;
+  evkeyvalq* out = evhttp_request_get_output_headers(req);
+  if (evhttp_find_header(out, "Content-Length") != nullptr) return;
+  size_t length = body == nullptr ? 0 : evbuffer_get_length(body);
+  evhttp_add_header(out, "Content-Length", std::to_string(length).c_str());
+}
+
+// evhttp reads no body for TRACE, HEAD or a method it does not know: a body such a request
+// declares is still on the connection, and would be read as the next request. The connection
+// closes after the reply instead.
+void CloseIfBodyUnread(evhttp_request* req) {
+  evhttp_cmd_type command = evhttp_request_get_command(req);
+  if (command != EVHTTP_REQ_TRACE && command != EVHTTP_REQ_HEAD && command != kUnknownMethod) return;
+  evkeyvalq* in = evhttp_request_get_input_headers(req);
+  const char* length = evhttp_find_header(in, "Content-Length");
+  bool declares_body = evhttp_find_header(in, "Transfer-Encoding") != nullptr ||
+                       (length != nullptr && std::strtoull(length, nullptr, 10) != 0);
+  if (declares_body) evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 }
 
 class Server : public std::enable_shared_from_this<Server> {
@@ -155,8 +185,9 @@ class Server : public std::enable_shared_from_this<Server> {
     over_limit_ = std::make_unique<OverLimitAnswers>(http_, max_body_bytes);
     // A body over the limit is read to its end before the refusal goes out, so the client sees it.
     evhttp_set_flags(http_, EVHTTP_SERVER_LINGERING_CLOSE);
-    evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                          EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    // Every method reaches the router, as in Triton: a route it does not serve is 405 (JSON),
+    // an unknown path 404; evhttp itself would answer 501 in HTML.
+    evhttp_set_allowed_methods(http_, kEveryMethod);
     evhttp_set_timeout(http_, 30);  // idle keep-alive connections, as uvicorn's default
     evhttp_set_default_content_type(http_, nullptr);  // a reply without a body has no type
     evhttp_set_gencb(http_, &Server::OnRequest, this);
@@ -407,6 +438,8 @@ class Server : public std::enable_shared_from_this<Server> {
       if (state->req != nullptr && evhttp_request_get_connection(state->req) != nullptr) {
         evkeyvalq* out = evhttp_request_get_output_headers(state->req);
         for (auto& header : reply.headers) evhttp_add_header(out, header.first.c_str(), header.second.c_str());
+        AddConnectLength(state->req, reply.body);
+        CloseIfBodyUnread(state->req);
         // Counted as answered once written out (OnSent), so a stop never cuts a reply short.
         evhttp_request_set_on_complete_cb(state->req, &Server::OnSent, self);
         evhttp_send_reply(state->req, reply.status, reply.reason.c_str(), reply.body);
