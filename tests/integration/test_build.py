@@ -200,3 +200,38 @@ def test_an_upgraded_ir3_model_lists_the_initializers_the_converter_adds(tmp_pat
     x = np.ones((2, 3), dtype=np.float32)
     out = ort.InferenceSession(built.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(out[0], np.pad(x, ((0, 0), (1, 1))))
+
+
+def test_files_it_did_not_write_in_the_version_directory_need_force(tmp_path):
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    version_dir = tmp_path / "repo" / "m" / "1"
+    version_dir.mkdir(parents=True)
+    (version_dir / "notes.txt").write_text("kept by hand\n")
+    refused = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "m")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "holds notes.txt, which this build did not write" in refused.stderr and "--force" in refused.stderr
+    assert sorted(p.name for p in version_dir.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "repo" / "m" / "config.pbtxt").exists()
+    forced = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "m", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(p.name for p in version_dir.iterdir()) == ["build.json", "model.onnx", "notes.txt"]
+
+
+def test_a_repository_path_through_a_file_is_refused_before_any_work(tmp_path):
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    (tmp_path / "taken").write_text("a file\n")
+    for repo in (tmp_path / "taken", tmp_path / "taken" / "repo"):
+        done = tritonctl("build", str(source), "--repo", str(repo), "--name", "m")
+        assert done.returncode == 1 and "Traceback" not in done.stderr and "NotADirectoryError" not in done.stderr
+        assert "is a file" in done.stderr and "prepare ONNX" not in done.stderr
+
+
+def test_truncated_onnx_and_unknown_shape_names_are_one_line_errors(tmp_path):
+    source = dynamic_add_sub(tmp_path / "add_sub.onnx")
+    truncated = tmp_path / "cut.onnx"
+    truncated.write_bytes(source.read_bytes()[:40])
+    cut = tritonctl("build", str(truncated), "--repo", str(tmp_path / "repo"), "--name", "m")
+    assert cut.returncode == 1 and "cut short or is not ONNX" in cut.stderr
+    unknown = tritonctl("build", str(source), "--repo", str(tmp_path / "repo"), "--name", "m", "--shape", "nope:4")
+    assert unknown.returncode == 1 and "--shape names 'nope', which the model does not take" in unknown.stderr
+    assert not (tmp_path / "repo").exists()

@@ -180,3 +180,86 @@ def test_bad_module_targets(tmp_path, nets):
         build(BuildOptions(f"{nets}:nothing", tmp_path / "repo", "m", inputs=[parse_input("x:fp32:4")]))
     with pytest.raises(BuildError, match="--input NAME:DTYPE:DIMS"):
         build(BuildOptions(f"{nets}:mlp", tmp_path / "repo", "m"))
+
+
+OUTSIDE_NETS = textwrap.dedent('''
+    import collections
+
+    import torch
+
+    Heads = collections.namedtuple("Heads", ["logits", "probs"])
+
+    class Classifier(torch.nn.Module):
+        """Returns its outputs in a dict, as Hugging Face models do."""
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(5, 3)
+
+        def forward(self, x):
+            logits = self.lin(x)
+            return {"logits": logits, "probs": logits.softmax(-1)}
+
+    class Gate(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return -x
+
+    def classifier():
+        return Classifier()
+
+    def gate():
+        return Gate()
+
+    def bf16_linear():
+        torch.manual_seed(0)
+        return torch.nn.Linear(4, 2).to(torch.bfloat16)
+''')
+
+
+@pytest.fixture
+def outside_nets(tmp_path) -> Path:
+    path = tmp_path / "outside_nets.py"
+    path.write_text(OUTSIDE_NETS)
+    return path
+
+
+def test_dict_outputs_are_exported_under_their_keys(tmp_path, outside_nets):
+    result = build(BuildOptions(f"{outside_nets}:classifier", tmp_path / "repo", "cls",
+                                inputs=[parse_input("x:fp32:5")]))
+    assert [o["name"] for o in result.manifest["accuracy"]["outputs"]] == ["logits", "probs"]
+    assert result.accuracy["passed"] and 'name: "probs"' in result.config_path.read_text()
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    logits, probs = ort.InferenceSession(str(result.model_path)).run(["logits", "probs"], {"x": x})
+    with torch.no_grad():
+        want = _load(outside_nets).classifier()(torch.from_numpy(x))
+    np.testing.assert_allclose(probs, want["probs"].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inputs_forward_does_not_take_are_a_build_error_naming_them(tmp_path, outside_nets):
+    with pytest.raises(BuildError, match=r"called with the example inputs \(x \[2, 5\] float32, y \[2, 5\] float32\)"
+                                         r": TypeError: .*Check that --input lists forward\(\)'s tensor arguments"):
+        build(BuildOptions(f"{outside_nets}:classifier", tmp_path / "repo", "cls",
+                           inputs=[parse_input("x:fp32:5"), parse_input("y:fp32:5")]))
+    with pytest.raises(BuildError, match="--input names 'x' more than once"):
+        build(BuildOptions(f"{outside_nets}:classifier", tmp_path / "repo", "cls",
+                           inputs=[parse_input("x:fp32:5"), parse_input("x:fp32:5")]))
+    assert not (tmp_path / "repo").exists()
+
+
+def test_data_dependent_control_flow_says_where_and_what_to_do(tmp_path, outside_nets, capfd):
+    with pytest.raises(BuildError, match=r"at outside_nets.py:\d+ \(if x.sum\(\) > 0:\): it branches on the value "
+                                         r"of a tensor .*torch.where"):
+        build(BuildOptions(f"{outside_nets}:gate", tmp_path / "repo", "gate", inputs=[parse_input("x:fp32:3")]))
+    assert "GraphModule" not in capfd.readouterr().err
+
+
+def test_bfloat16_weights_are_hashed_and_the_model_runs(tmp_path, outside_nets):
+    from tritonctl.convert.torch_export import load_torch_source, run_torch
+
+    source = load_torch_source("module", f"{outside_nets}:bf16_linear", [parse_input("x:bf16:4")])
+    x = np.ones((2, 4), np.float32)
+    (out,) = run_torch(source, {"x": x})
+    assert out.dtype == np.float32 and out.shape == (2, 2) and len(source.digest) == 64

@@ -96,3 +96,49 @@ def test_indexed_names_out_of_forward_order_are_refused(tmp_path):
     with pytest.raises(BuildError, match="not 0, 1, ... in forward\\(\\) order"):
         build(BuildOptions(str(source), tmp_path / "repo", "gate", format="torchscript",
                            inputs=[parse_input("x__1:fp32:3")]))
+
+
+class Pieces(torch.nn.Module):
+    """x [batch, 3] -> a list of two tensors and, in a dict, the total over everything (rank 0)."""
+
+    def forward(self, x):
+        return [x + 1, x * 2], {"total": x.sum()}
+
+
+def pieces():
+    return Pieces()
+
+
+class Regroup(torch.nn.Module):
+    """x [batch, 6] -> [2 * batch, 3]: a shape computed from the input's."""
+
+    def forward(self, x):
+        return x.view(x.shape[0] * 2, 3)
+
+
+def test_lists_dicts_and_scalars_are_returned_as_the_pytorch_backend_takes_them(tmp_path):
+    result = build(BuildOptions(f"{__file__}:pieces", tmp_path / "repo", "pieces", format="torchscript",
+                                inputs=[parse_input("x:fp32:3")]))
+    assert result.accuracy["passed"] and "max_batch_size" not in result.config_path.read_text()
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    produced = served_outputs(result.model_dir, {"x": x})
+    assert np.array_equal(produced["output__0"], x + 1) and np.array_equal(produced["output__1"], x * 2)
+    assert np.array_equal(produced["output__2"], np.array([21], np.float32))
+
+
+def test_a_traced_program_that_fixes_a_computed_shape_is_refused_with_why(tmp_path):
+    program = torch.export.export(Regroup(), (torch.randn(2, 6),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+    source = tmp_path / "regroup.pt2"
+    torch.export.save(program, str(source))
+    with pytest.raises(BuildError, match="traced at batch 2, fails on inputs of other shapes .*script the model"):
+        build(BuildOptions(str(source), tmp_path / "repo", "regroup", format="torchscript"))
+    assert not (tmp_path / "repo" / "regroup").exists()
+
+
+def test_bfloat16_models_are_refused_before_the_backend_would_be(tmp_path):
+    (tmp_path / "bf16_net.py").write_text(
+        "import torch\n\ndef make():\n    return torch.nn.Linear(4, 2).to(torch.bfloat16)\n")
+    with pytest.raises(BuildError, match="input 'x' is bfloat16, which Triton's PyTorch backend cannot pass"):
+        build(BuildOptions(f"{tmp_path / 'bf16_net.py'}:make", tmp_path / "repo", "bf16", format="torchscript",
+                           inputs=[parse_input("x:bf16:4")]))
+    assert not (tmp_path / "repo").exists()

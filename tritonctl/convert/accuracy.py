@@ -21,6 +21,8 @@ Runner = Callable[[Arrays], list]  # inputs -> outputs in the model's output ord
 # Triton config data type -> numpy dtype name of the data a check generates for it: a BF16 input
 # gets float32 data (numpy has no bfloat16); strings get none.
 NUMPY_DTYPES = {t.config: "float32" if t.config == "TYPE_BF16" else t.numpy for t in DATATYPES if t.size}
+# numpy dtype name (torch's for bfloat16) -> Triton config data type.
+TRITON_DTYPES = {**{v: k for k, v in NUMPY_DTYPES.items() if k != "TYPE_BF16"}, "bfloat16": "TYPE_BF16"}
 # Smallest |reference| used as the denominator of the relative error.
 REL_EPSILON = 1e-12
 
@@ -78,7 +80,7 @@ def random_inputs(specs: Sequence[TensorSpec], seed: int = 0) -> Arrays:
     rng = np.random.default_rng(seed)
     arrays = {}
     for spec in specs:
-        dtype = np.dtype(spec.dtype)
+        dtype = np.dtype("float32" if spec.dtype == "bfloat16" else spec.dtype)
         if dtype.kind == "f":
             arrays[spec.name] = rng.uniform(-1.0, 1.0, spec.shape).astype(dtype)
         elif dtype.kind == "b":
@@ -89,6 +91,12 @@ def random_inputs(specs: Sequence[TensorSpec], seed: int = 0) -> Arrays:
             raise BuildError(f"cannot make random data for input '{spec.name}' of type {spec.dtype}; "
                              "pass --calibration-data with real samples")
     return arrays
+
+
+def describe_random(batch_sizes) -> str:
+    """How random check inputs were made, for messages and build.json."""
+    shapes = ("batch sizes " + ", ".join(map(str, batch_sizes))) if batch_sizes else "the model's own shapes, no batch"
+    return f"random: floats in [-1, 1), integers in {{0, 1}}; {shapes}"
 
 
 def _finite(array) -> bool:
@@ -162,9 +170,64 @@ def _run(runner: Runner, which: str, arrays: Arrays, inputs: str) -> list:
 
 
 def onnx_runner(model) -> Runner:
-    """An onnxruntime CPU session over an ONNX ModelProto or path."""
-    session = ort_session(model)
-    return lambda arrays: session.run(None, arrays)
+    """An onnxruntime CPU session over an ONNX ModelProto or path. BF16 inputs take float32
+    data and BF16 outputs come back as float32 (numpy has no bfloat16)."""
+    viewed = _float32_view(model)
+    if viewed is None:
+        session = ort_session(model)
+        return lambda arrays: session.run(None, arrays)
+    view, renamed = viewed
+    session = ort_session(view)
+    return lambda arrays: session.run(None, {renamed.get(k, k): v for k, v in arrays.items()})
+
+
+BF16_SUFFIX = "__float32"
+
+
+def _float32_view(model):
+    """``model`` with a Cast after each BF16 graph input and before each BF16 graph output, and
+    the renamed inputs; None when it has neither."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    if hasattr(model, "is_file") or isinstance(model, str):
+        if not _has_bf16_io(onnx.load(str(model), load_external_data=False)):
+            return None
+        model = onnx.load(str(model))
+    elif not _has_bf16_io(model):
+        return None
+    view = onnx.ModelProto()
+    view.CopyFrom(model)
+    graph = view.graph
+    initializers = {t.name for t in graph.initializer}
+    renamed, casts = {}, []
+    for value in graph.input:
+        if value.name not in initializers and _is_bf16(value):
+            renamed[value.name] = value.name + BF16_SUFFIX
+            casts.append(helper.make_node("Cast", [renamed[value.name]], [value.name], to=TensorProto.BFLOAT16))
+            value.name = renamed[value.name]
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+    for value in graph.output:
+        if _is_bf16(value):
+            graph.node.append(helper.make_node("Cast", [value.name], [value.name + BF16_SUFFIX], to=TensorProto.FLOAT))
+            value.name += BF16_SUFFIX
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return view, renamed
+
+
+def _is_bf16(value) -> bool:
+    from onnx import TensorProto
+
+    return value.type.HasField("tensor_type") and value.type.tensor_type.elem_type == TensorProto.BFLOAT16
+
+
+def _has_bf16_io(model) -> bool:
+    initializers = {t.name for t in model.graph.initializer}
+    return any(_is_bf16(v) for v in model.graph.input if v.name not in initializers) or any(
+        _is_bf16(v) for v in model.graph.output)
 
 
 def rowwise(runner: Runner) -> Runner:

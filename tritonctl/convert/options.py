@@ -83,6 +83,12 @@ class BuildOptions:
         for value, flag in ((self.atol, "--atol"), (self.rtol, "--rtol")):
             if value is not None and value < 0:
                 raise BuildError(f"{flag} must be 0 or more")
+        for flag, names in (("--input", [spec.name for spec in self.inputs]), ("--output", self.output_names),
+                            ("--shape", [spec.name for spec in self.shapes])):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise BuildError(f"{flag} names {', '.join(repr(n) for n in repeated)} more than once; give each "
+                                 "tensor once, with its own name")
         if not 7 <= self.opset <= 23:
             raise BuildError("--opset must be between 7 and 23")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import os
 import shutil
 import tempfile
 import time
@@ -20,7 +21,7 @@ from tritonctl.convert import accuracy, calibration, manifest, onnx_prep
 from tritonctl.convert.errors import BuildError
 from tritonctl.convert.options import DEFAULT_MAX_BATCH_SIZE, BuildOptions, source_kind
 from tritonctl.convert.prepare import PreparedOnnx, batchable, prepare_onnx, specs_for
-from tritonctl.convert.profiles import compute_profile
+from tritonctl.convert.profiles import check_shapes, compute_profile
 from tritonctl.convert.tensorrt_build import ProgressEvent, build_engine, has_qdq, precision_flags
 from tritonctl.convert.torch_export import export_onnx, load_torch_source, run_torch
 from tritonctl.repo_schema.modelfiles import ModelIO, TensorInfo
@@ -133,6 +134,7 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
         if prepared.batch_rewrite:
             reporter.note("dynamic batch: verified row by row against the original model")
         max_batch = _max_batch(options, prepared)
+        check_shapes(prepared.io.inputs, max_batch, options.shapes)
         result_path, profile = prepared.path, None
         if options.format == "plan":
             with timer.stage("build TensorRT engine"):
@@ -177,7 +179,7 @@ def _manifest_info(options: BuildOptions, source: "_Source", key: str, key_optio
     }
 
 
-def _report_accuracy(report: accuracy.AccuracyReport, reporter: Reporter) -> None:
+def _report_accuracy(report: accuracy.AccuracyReport, reporter: Reporter, frozen: list[str] | None = None) -> None:
     reporter.accuracy(report)
     if not report.passed:
         failures = report.failures()
@@ -186,6 +188,10 @@ def _report_accuracy(report: accuracy.AccuracyReport, reporter: Reporter) -> Non
             advice = (f"The source model itself gives NaN/Inf on the check's inputs ({report.inputs}), which "
                       "happens when they fall outside its domain (a square root or logarithm of negative "
                       "values): pass --calibration-data with an .npz of real inputs, or build with --no-check")
+        elif frozen:
+            advice = (f"torch.jit.trace warned that it froze values computed from the inputs ({'; '.join(frozen)}): "
+                      "the traced model takes the path the trace inputs took, whatever its inputs. Script the "
+                      "model (torch.jit.script) and build from the saved .pt, or build --format onnx")
         else:
             advice = "Loosen --atol/--rtol if the differences are expected, or build with --no-check to skip the check"
         raise BuildError(f"accuracy check failed for output(s) {failed} with atol {report.atol:g}, "
@@ -207,7 +213,7 @@ def _build_torchscript(options: BuildOptions, source: "_Source", reporter: Repor
         if options.check:
             with timer.stage("check accuracy"):
                 report = check_torchscript(options, source.torch, built)
-            _report_accuracy(report, reporter)
+            _report_accuracy(report, reporter, built.frozen)
         with timer.stage("write repository entry"):
             info = _manifest_info(options, source, key, key_options, versions, None, built.max_batch, report)
             info["preparation"] = {"exporter": built.exporter}
@@ -241,11 +247,28 @@ def _preflight(options: BuildOptions) -> str:
         from tritonctl.optional import require
 
         require("onnxruntime", "tritonctl build")
+    _require_writable(options)
     if options.timing_cache is not None and options.timing_cache.is_dir():
         raise BuildError(f"--timing-cache {options.timing_cache} is a directory; give a file path")
     if options.calibration_data is not None:
         calibration.calibration_files(options.calibration_data)
     return kind
+
+
+def _require_writable(options: BuildOptions) -> None:
+    """The entry's directories are directories (or can be made), in a place this user can write."""
+    for path in (options.repo, options.repo / options.name, options.repo / options.name / str(options.version)):
+        if path.exists() and not path.is_dir():
+            raise BuildError(f"{path} is a file, where the entry needs a directory; give --repo a directory "
+                             "(or remove the file)")
+    existing = options.repo.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BuildError(f"--repo {options.repo} cannot be created: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BuildError(f"--repo {options.repo}: {existing} is not writable by this user; choose a repository "
+                         "directory you can write, or fix its permissions")
 
 
 def _load(kind: str, options: BuildOptions) -> _Source:
@@ -256,19 +279,33 @@ def _load(kind: str, options: BuildOptions) -> _Source:
         try:
             model = onnx.load_from_string(data)
         except Exception as exc:
-            raise BuildError(f"{options.source} is not a valid ONNX model: {exc}") from None
-        if model.graph.initializer and any(t.data_location == 1 for t in model.graph.initializer):
-            onnx.load_external_data_for_model(model, str(Path(options.source).parent))
+            raise BuildError(f"{options.source} is not a valid ONNX model ({exc}): the file is cut short or is "
+                             "not ONNX; export or download it again") from None
+        if not model.graph.node and not model.graph.output:
+            raise BuildError(f"{options.source} holds no ONNX graph (no nodes and no outputs); export or download "
+                             "it again")
+        _load_external_data(model, Path(options.source))
         return _Source(kind, hashlib.sha256(data).hexdigest(), onnx_model=model)
 
     torch_source = load_torch_source(kind, options.source, options.inputs)
     return _Source(kind, torch_source.digest, torch=torch_source)
 
 
+def _load_external_data(model, source: Path) -> None:
+    import onnx
+
+    if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return
+    try:
+        onnx.load_external_data_for_model(model, str(source.parent))
+    except Exception as exc:
+        raise BuildError(f"cannot read the external data of {source}: {exc}; keep the weight files next to the "
+                         "model, under the names it records") from None
+
+
 def _torch_specs(torch_source, batch: int | None, options: BuildOptions) -> list:
     """Example-input specs for a PyTorch source (batch None: its inputs have no batch axis)."""
-    numpy_to_triton = {v: k for k, v in accuracy.NUMPY_DTYPES.items() if k != "TYPE_BF16"}
-    infos = [TensorInfo(s.name, numpy_to_triton.get(s.dtype, ""), ((-1,) if batch else ()) + s.dims, s.dtype)
+    infos = [TensorInfo(s.name, accuracy.TRITON_DTYPES.get(s.dtype, ""), ((-1,) if batch else ()) + s.dims, s.dtype)
              for s in torch_source.inputs]
     return specs_for(ModelIO(inputs=infos), batch or 0, options.shapes)
 
@@ -279,12 +316,23 @@ def _export(torch_source, options: BuildOptions, work: Path, record: dict):
     batch = 2 if torch_source.batch_dynamic else None
     arrays = accuracy.random_inputs(_torch_specs(torch_source, batch, options), options.seed)
     outputs = run_torch(torch_source, arrays)
-    names = options.output_names or (["output"] if len(outputs) == 1 else [f"output{i}" for i in range(len(outputs))])
+    names = options.output_names or _default_output_names(torch_source, arrays)
     if len(names) != len(outputs):
         raise BuildError(f"the model returns {len(outputs)} output(s), but {len(names)} --output name(s) were given")
     path = work / "exported.onnx"
     record["exporter"] = export_onnx(torch_source, arrays, names, path, options.opset)
     return onnx.load(str(path))
+
+
+def _default_output_names(torch_source, arrays: dict) -> list[str]:
+    """The dict keys or NamedTuple fields the model returns its outputs under, else output, or
+    output0, output1, ..."""
+    from tritonctl.convert.torch_export import default_output_names
+
+    names = default_output_names(torch_source, arrays)
+    if all(names):
+        return names
+    return ["output"] if len(names) == 1 else [f"output{i}" for i in range(len(names))]
 
 
 def _max_batch(options: BuildOptions, prepared: PreparedOnnx) -> int:
@@ -300,7 +348,8 @@ def _max_batch(options: BuildOptions, prepared: PreparedOnnx) -> int:
 
 
 def _dtypes(io) -> dict[str, str]:
-    return {t.name: accuracy.NUMPY_DTYPES.get(t.data_type, "float32") for t in io.inputs}
+    return {t.name: "object" if t.data_type == "TYPE_STRING" else accuracy.NUMPY_DTYPES.get(t.data_type, "float32")
+            for t in io.inputs}
 
 
 def _build_plan(options: BuildOptions, prepared: PreparedOnnx, max_batch: int, work: Path, reporter: Reporter):
@@ -337,7 +386,7 @@ def _check(options: BuildOptions, source: _Source, prepared: PreparedOnnx, resul
         sizes = sorted({1, min(max_batch, 8)}) if max_batch else [0]
         batches = [accuracy.random_inputs(specs_for(prepared.io, b, options.shapes), options.seed + i)
                    for i, b in enumerate(sizes)]
-        described = "random: floats in [-1, 1), integers in {0, 1}; batch sizes " + ", ".join(map(str, sizes))
+        described = accuracy.describe_random(sizes if max_batch else [])
     if source.torch is not None:
         from tritonctl.convert.torch_export import run_torch
 

@@ -39,12 +39,7 @@ def compute_profile(inputs: list[TensorInfo], max_batch: int, opt_batch: int | N
                     shapes: list[ShapeSpec]) -> dict[str, ProfileShape]:
     """min/opt/max full shapes for every input. With max_batch > 0 the first dim of each
     input is the batch and --shape gives the dims after it; with 0 it gives full shapes."""
-    by_name = {s.name: s for s in shapes}
-    unknown = sorted(set(by_name) - {t.name for t in inputs})
-    if unknown:
-        names = ", ".join(t.name for t in inputs)
-        raise BuildError(f"--shape names {', '.join(repr(u) for u in unknown)}, which the model does not take "
-                         f"(its inputs: {names})")
+    by_name = _shapes_by_name(inputs, shapes)
     batch = batch_range(max_batch, opt_batch) if max_batch > 0 else None
     profile = {}
     for tensor in inputs:
@@ -59,10 +54,7 @@ def compute_profile(inputs: list[TensorInfo], max_batch: int, opt_batch: int | N
                                  f"dims {'after the batch dimension ' if batch else ''}joined by 'x'")
             low = opt = high = tuple(dims)
         else:
-            if len(spec.min) != len(dims):
-                raise BuildError(f"--shape {tensor.name} gives {len(spec.min)} dimension(s), but the input has "
-                                 f"{len(dims)} {'after the batch dimension' if batch else ''} (shape "
-                                 f"{list(tensor.dims)})".replace("  (", " ("))
+            _require_rank(tensor, spec, dims, bool(batch))
             for i, d in enumerate(dims):
                 if d > 0 and not spec.min[i] == spec.opt[i] == spec.max[i] == d:
                     raise BuildError(f"--shape {tensor.name}: dimension {i + (1 if batch else 0)} is fixed to {d} "
@@ -74,15 +66,33 @@ def compute_profile(inputs: list[TensorInfo], max_batch: int, opt_batch: int | N
     return profile
 
 
+def _shapes_by_name(inputs: list[TensorInfo], shapes: list[ShapeSpec]) -> dict[str, ShapeSpec]:
+    by_name = {s.name: s for s in shapes}
+    unknown = sorted(set(by_name) - {t.name for t in inputs})
+    if unknown:
+        names = ", ".join(t.name for t in inputs)
+        raise BuildError(f"--shape names {', '.join(repr(u) for u in unknown)}, which the model does not take "
+                         f"(its inputs: {names})")
+    return by_name
+
+
+def _require_rank(tensor: TensorInfo, spec: ShapeSpec, dims, batch: bool) -> None:
+    if len(spec.min) != len(dims):
+        raise BuildError(f"--shape {tensor.name} gives {len(spec.min)} dimension(s), but the input has "
+                         f"{len(dims)} {'after the batch dimension' if batch else ''} (shape "
+                         f"{list(tensor.dims)})".replace("  (", " ("))
+
+
 def check_shapes(inputs: list[TensorInfo], batch: int, shapes: list[ShapeSpec],
                  default_dim: int = 8) -> dict[str, tuple[int, ...]]:
     """Concrete shapes for check inputs: the batch, --shape's OPT, else ``default_dim``."""
-    by_name = {s.name: s for s in shapes}
+    by_name = _shapes_by_name(inputs, shapes)
     result = {}
     for tensor in inputs:
         dims = list(tensor.dims[1:] if batch else tensor.dims)
         spec = by_name.get(tensor.name)
-        if spec is not None and len(spec.opt) == len(dims):
+        if spec is not None:
+            _require_rank(tensor, spec, dims, bool(batch))
             dims = list(spec.opt)
         dims = [d if d > 0 else default_dim for d in dims]
         result[tensor.name] = tuple([batch, *dims] if batch else dims)

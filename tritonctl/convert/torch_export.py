@@ -10,7 +10,9 @@ import contextlib
 import hashlib
 import importlib
 import importlib.util
+import io
 import logging
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -69,7 +71,8 @@ def _state_digest(torch, module, code: bytes) -> str:
     digest = hashlib.sha256(code)
     for key, tensor in sorted(module.state_dict().items()):
         digest.update(key.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        digest.update(str(tensor.dtype).encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -131,26 +134,83 @@ def _exported_inputs(torch, program) -> tuple[list[InputSpec], bool]:
 
 
 def example_tensors(source: TorchSource, arrays: dict) -> tuple:
+    """The model's arguments: BF16 inputs arrive as float32 arrays (numpy has no bfloat16)."""
     torch = require_torch()
-    return tuple(torch.from_numpy(arrays[spec.name]) for spec in source.inputs)
+    tensors = []
+    for spec in source.inputs:
+        tensor = torch.from_numpy(arrays[spec.name])
+        tensors.append(tensor.to(torch.bfloat16) if spec.dtype == "bfloat16" else tensor)
+    return tuple(tensors)
+
+
+def output_leaves(result) -> list[tuple[str, Any]]:
+    """(name, value) for every value a model returns, in the order torch.export flattens them:
+    dict keys and NamedTuple fields name their values (joined with '_' when nested), the rest
+    are ''."""
+    if isinstance(result, dict):
+        items = [(str(key), value) for key, value in result.items()]
+    elif isinstance(result, tuple) and hasattr(result, "_fields"):
+        items = list(zip(result._fields, result))
+    elif isinstance(result, (tuple, list)):
+        items = [("", value) for value in result]
+    else:
+        return [("", result)]
+    leaves = []
+    for key, value in items:
+        leaves.extend(("_".join(part for part in (key, name) if part), leaf) for name, leaf in output_leaves(value))
+    return leaves
+
+
+def flat_outputs(result) -> list:
+    """The tensors a model returns, flattened in torch.export's order; BuildError for anything else."""
+    torch = require_torch()
+    values = [leaf for _, leaf in output_leaves(result)]
+    others = sorted({type(v).__name__ for v in values if not isinstance(v, torch.Tensor)})
+    if others:
+        raise BuildError(f"the model returns {', '.join(others)} among its outputs; a Triton model returns "
+                         "tensors: make forward() return a tensor, or a tuple, list, dict or NamedTuple of tensors")
+    return values
+
+
+def default_output_names(source: TorchSource, arrays: dict) -> list[str]:
+    """Dict keys or NamedTuple fields when they name every output (each once), else ''s."""
+    names = [name for name, _ in output_leaves(call_model(source, arrays))]
+    return names if all(names) and len(set(names)) == len(names) else [""] * len(names)
+
+
+def call_model(source: TorchSource, arrays: dict):
+    """What the model returns for ``arrays``; BuildError naming the inputs when it raises."""
+    torch = require_torch()
+    args = example_tensors(source, arrays)
+    try:
+        with torch.no_grad():
+            return source.callable()(*args)
+    except Exception as exc:
+        shapes = ", ".join(f"{spec.name} {list(arrays[spec.name].shape)} {spec.dtype}" for spec in source.inputs)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise BuildError(f"the model fails when called with the example inputs ({shapes}): "
+                         f"{type(exc).__name__}: {reason}. Check that --input lists forward()'s tensor arguments "
+                         "in order, with the dtype it expects and the dims after the batch dimension") from None
+
+
+def to_numpy(tensor):
+    """A tensor as a numpy array; BF16 as float32 (numpy has no bfloat16)."""
+    torch = require_torch()
+    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).detach().cpu().numpy()
 
 
 def run_torch(source: TorchSource, arrays: dict) -> list:
     """Reference outputs of the PyTorch model, as numpy arrays in output order."""
-    torch = require_torch()
-    with torch.no_grad():
-        result = source.callable()(*example_tensors(source, arrays))
-    flat = list(result) if isinstance(result, (tuple, list)) else [result]
-    if not all(isinstance(t, torch.Tensor) for t in flat):
-        raise BuildError("the model must return a tensor or a tuple of tensors")
-    return [t.detach().cpu().numpy() for t in flat]
+    return [to_numpy(t) for t in flat_outputs(call_model(source, arrays))]
 
 
 @contextlib.contextmanager
 def _quiet_exporter():
-    loggers = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir", "torch.export")]
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir", "torch.export",
+                                                    "torch._export", "torch.fx", "torch._dynamo")]
     levels = [log.level for log in loggers]
-    with warnings.catch_warnings():
+    printed = io.StringIO()  # the exporter prints graphs while it retries a failed export
+    with warnings.catch_warnings(), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         warnings.simplefilter("ignore")
         for log in loggers:
             log.setLevel(logging.ERROR)
@@ -193,5 +253,23 @@ def export_onnx(source: TorchSource, arrays: dict, output_names: list[str], path
     except Exception as exc:
         if "onnxscript" in str(exc):
             raise BuildError(f"torch.onnx.export needs onnxscript: {PROVIDERS['onnxscript'].install}") from None
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BuildError(f"torch.onnx.export failed: {first}") from None
+        raise BuildError(_export_failure(exc)) from None
+
+
+def _export_failure(exc: Exception) -> str:
+    """What torch.onnx.export said, as one line: the underlying error, where in the model it
+    arose, and for data-dependent control flow, what to do about it."""
+    cause = exc.__cause__ or exc
+    text = str(cause).strip()
+    reason = f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__
+    where = re.search(r'The following call raised this error:\s*File "([^"]+)", line (\d+), in \w+\s*\n\s*(.+)',
+                      str(exc))
+    at = f" at {Path(where[1]).name}:{where[2]} ({where[3].strip()})" if where else ""
+    if "data-dependent" in str(exc) or "DataDependent" in type(cause).__name__:
+        return (f"torch.onnx.export cannot capture the model{at}: it branches on the value of a tensor "
+                "(data-dependent control flow), which torch.export cannot trace. Compute both branches with "
+                "torch.where (or use torch.cond) there, or script the model with torch.jit.script, save it as .pt "
+                "and build from that file")
+    return (f"torch.onnx.export failed{at}: {reason}. Make forward() exportable with torch.export (see "
+            "https://pytorch.org/docs/stable/generated/exportdb/index.html), or script the model with "
+            "torch.jit.script, save it as .pt and build from that file")

@@ -116,3 +116,22 @@ def test_cache_key_changes_with_source_options_and_versions():
     assert base != manifest.cache_key("abc", {"max_batch_size": 4}, versions)
     assert base != manifest.cache_key("abc", {"max_batch_size": 8}, {**versions, "onnx": "0.0"})
     assert versions["onnx"] and "tensorrt" in versions
+
+
+def test_bfloat16_inputs_and_outputs_run_on_float32_arrays():
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["wide"], to=TensorProto.FLOAT),
+                               helper.make_node("Add", ["wide", "wide"], ["sum"]),
+                               helper.make_node("Cast", ["sum"], ["y"], to=TensorProto.BFLOAT16)], "bf16",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.array([[0.5, -1.0, 2.0]], np.float32)
+    (y,) = accuracy.onnx_runner(model)({"x": x})
+    assert y.dtype == np.float32 and np.array_equal(y, x * 2)
+
+
+def test_random_check_inputs_of_a_model_without_batch_are_described_as_such():
+    assert accuracy.describe_random([]).endswith("the model's own shapes, no batch")
+    assert accuracy.describe_random([1, 8]).endswith("batch sizes 1, 8")

@@ -168,3 +168,39 @@ def test_ir_versions_before_operator_sets_are_refused(tmp_path):
     with pytest.raises(BuildError, match="IR version 2, from before ONNX versioned its operators"):
         prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
     assert not (tmp_path / "out.onnx").exists()
+
+
+def _fixed_batch_model(op: str, dtype: int, inputs: list[str]):
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"])], op.lower(),
+                              [helper.make_tensor_value_info(n, dtype, [1, 4]) for n in inputs],
+                              [helper.make_tensor_value_info("y", dtype, [1, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_source_that_fails_on_the_verification_inputs_is_a_build_error(tmp_path):
+    model = _fixed_batch_model("Mod", onnx.TensorProto.INT64, ["a", "b"])  # integers in {0, 1}: modulo by zero
+    with pytest.raises(BuildError, match="the source model fails on the random inputs that verify its dynamic "
+                                         "batch .*--max-batch-size 0"):
+        prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+
+
+def test_nan_the_original_computes_too_does_not_fail_the_rewrite(tmp_path):
+    model = _fixed_batch_model("Sqrt", onnx.TensorProto.FLOAT, ["x"])  # inputs in [-1, 1): NaN on both sides
+    prepared = prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    assert prepared.fixed_batch_source and _dims(prepared.model.graph.input[0]) == ["batch", 4]
+
+
+def test_sequence_inputs_are_refused_as_unservable_not_as_unchecked(tmp_path):
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node("SequenceAt", ["xs", "i"], ["y"])], "seq",
+                              [helper.make_tensor_sequence_value_info("xs", onnx.TensorProto.FLOAT, [2]),
+                               helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(BuildError, match="input 'xs' has type non-tensor \\(sequence_type\\), which Triton cannot "
+                                         "pass") as raised:
+        prepare_onnx(model, tmp_path / "out.onnx", want_batch=True, shapes=[], seed=0)
+    assert "--no-check" not in str(raised.value)
