@@ -112,6 +112,6 @@ def check_disk_config(model_dir: Path, config_name: str | None) -> None:
 
 def check_file_override(key: str, model: str) -> None:
     """A load's ``file:<path>`` key names a file inside the model directory."""
-    _relative_name(key[len("file:"):], f"'file:' override", model)
+    _relative_name(key[len("file:"):], "'file:' override", model)
     if not key[len("file:"):]:
         raise Escape(f"a 'file:' override of model '{model}' names no file")
