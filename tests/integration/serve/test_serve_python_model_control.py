@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
@@ -128,7 +130,12 @@ def test_outside_explicit_mode_loading_is_refused(tmp_path, transports):
         client = httpclient.InferenceServerClient(server.http_url)
         assert order(client, "ready", "target") == {"result": True}
         refused = order(client, "unload", "target")["refused"]
+        with grpc.insecure_channel(server.grpc_url) as channel:  # the mode is checked before the name
+            with pytest.raises(grpc.RpcError) as nameless:
+                service_pb2_grpc.GRPCInferenceServiceStub(channel).RepositoryModelLoad(
+                    service_pb2.RepositoryModelLoadRequest(model_name=""))
     assert refused == "explicit model load / unload is not allowed if polling is enabled"
+    assert nameless.value.code() == grpc.StatusCode.UNAVAILABLE and nameless.value.details() == refused
 
 
 # As Triton's qa/python_models/bls_model_loading: the loading API works in initialize (BLS does not).

@@ -228,9 +228,9 @@ class ModelManager:
     def load_from_api(self, name: str, parameters: dict) -> None:
         """The repository API's load: explicit mode only, an optional ``config`` JSON override, and
         optional ``file:<version>/<name>`` files (bytes) to load the model from (override_files)."""
-        check_model_name(name)
-        if self.control_mode != "explicit":
+        if self.control_mode != "explicit":  # checked first, as Triton does, whatever the name
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        check_model_name(name)
         files = {}
         for key, value in parameters.items():
             if key == "config":
@@ -263,9 +263,9 @@ class ModelManager:
                 override_files.remove_model_dir(files_dir)
 
     def unload_from_api(self, name: str) -> None:
-        check_model_name(name)
-        if self.control_mode != "explicit":
+        if self.control_mode != "explicit":  # checked first, as Triton does, whatever the name
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        check_model_name(name)
         self.unload(name)
 
     def _install(self, name: str, entry: ModelEntry, old: ModelEntry | None) -> None:
