@@ -482,6 +482,13 @@ def test_a_version_past_int64_is_refused_in_tritons_words(served, path):
     assert (status, json.loads(reply)) == (400, {"error": VERSION_REFUSAL})
 
 
+@pytest.mark.parametrize("path", ["/v2/repository/other/index", "/v2/repository/other/models/add_sub/load",
+                                  "/v2/repository/other/models/add_sub/unload"])
+def test_repository_calls_naming_a_repository_are_unsupported_over_http(served, path):
+    status, reply = http_raw(served, "POST", path)
+    assert (status, json.loads(reply)) == (501, {"error": "'repository_name' specification is not supported"})
+
+
 def test_metadata_of_a_version_spelled_with_a_leading_zero_names_the_version(served):
     """Triton reads "01" as version 1 and lists it as "1"."""
     status, reply = http_raw(served, "GET", "/v2/models/add_sub/versions/01")

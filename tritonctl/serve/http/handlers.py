@@ -349,8 +349,8 @@ class HttpHandlers:
         raise AssertionError(action)
 
     async def repository(self, method: str, rest: list[str], request: HttpRequest) -> Reply:
-        known = rest == ["index"] or (len(rest) == 2 and rest[1] == "index") or \
-            (len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"))
+        control = len(rest) in (3, 4) and rest[-3] == "models" and rest[-1] in ("load", "unload")
+        known = rest == ["index"] or (len(rest) == 2 and rest[1] == "index") or control
         if not known:
             return NOT_FOUND
         if method != "POST":
@@ -359,7 +359,7 @@ class HttpHandlers:
             body = self.body(request)
             ready = bool(parse_json(body).get("ready", False)) if body.strip() else False
             return json_reply(self.server.manager.index(ready_only=ready))
-        if len(rest) == 2 and rest[1] == "index":
+        if len(rest) in (2, 4):  # /v2/repository/{repository}/...: Triton serves one repository
             return error_reply(ServeError(Status.UNSUPPORTED, "'repository_name' specification is not supported"))
         body = self.body(request)
         params = parse_json(body).get("parameters") if body.strip() else None
