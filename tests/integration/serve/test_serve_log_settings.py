@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from helpers.serve_models import write_python_model
@@ -104,17 +106,49 @@ def test_info_warning_and_error_switched_off_over_grpc(tmp_path, isolation, capl
     assert counts(caplog_all) == {"Specific": 1, "Info": 1, "Warning": 1, "Error": 1, "Verbose": 0}  # initialize's
 
 
-def test_settings_that_are_not_of_their_type_are_refused(tmp_path):
-    def change(http, grpc):
-        for bad in ({"log_info": 1}, {"log_verbose_level": -1}, {"log_verbose_level": True}, {"log_file": "x"},
-                    {"nonsense": True}, {"log_format": "iso"}):
+HTTP_REFUSALS = [  # Triton's HTTP front end: TritonJson's words for a value of another type
+    ({"log_info": 1}, "400", "attempt to access JSON non-boolean as boolean"),
+    ({"log_verbose_level": -1}, "400", "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ({"log_verbose_level": True}, "400", "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ({"log_format": 1}, "400", "attempt to access JSON non-string as string"),
+    ({"log_format": "iso"}, "400", "invalid argument for --log_format, got: iso"),
+    ({"log_file": "log_file.log", "log_info": False}, "501",
+     "log file location can not be updated through network protocol"),
+]
+GRPC_REFUSALS = [  # Triton's gRPC front end: each setting has its parameter field
+    ({"log_info": ("uint32_param", 1)}, grpc.StatusCode.INVALID_ARGUMENT, "expect boolean for 'log_info'"),
+    ({"log_verbose_level": ("string_param", "1")}, grpc.StatusCode.INVALID_ARGUMENT,
+     "expect int32 for 'log_verbose_level'"),
+    ({"log_format": ("bool_param", True)}, grpc.StatusCode.INVALID_ARGUMENT, "expect string for 'log_format'"),
+    ({"log_format": ("string_param", "iso")}, grpc.StatusCode.INVALID_ARGUMENT,
+     "invalid argument for log_format, got: iso"),
+    ({"log_file": ("string_param", "elsewhere.log"), "log_info": ("bool_param", False)},
+     grpc.StatusCode.UNIMPLEMENTED, "log file location can not be updated through network protocol"),
+]
+
+
+def grpc_log_settings(url: str, settings: dict):
+    request = service_pb2.LogSettingsRequest()
+    for key, (field, value) in settings.items():
+        setattr(request.settings[key], field, value)
+    with grpc.insecure_channel(url) as channel:
+        return service_pb2_grpc.GRPCInferenceServiceStub(channel).LogSettings(request)
+
+
+def test_settings_are_refused_in_tritons_words_and_change_nothing(tmp_path):
+    with BackgroundServer(ServeOptions(tmp_path, http_port=0, grpc_port=0, metrics_port=None)) as server:
+        http = httpclient.InferenceServerClient(server.http_url)
+        for bad, status, text in HTTP_REFUSALS:
             with pytest.raises(InferenceServerException) as refused:
                 http.update_log_settings(bad)
-            assert refused.value.status() == "400"
-        with pytest.raises(InferenceServerException) as refused:
-            grpc.update_log_settings({"log_file": "elsewhere.log", "log_info": False})
-        assert "unknown or read-only logging setting 'log_file'" in refused.value.message()
-        assert http.get_log_settings() == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
-                                           "log_verbose_level": 0, "log_format": "default"}
+            assert (refused.value.status(), refused.value.message()) == (status, text), bad
+        for bad, code, text in GRPC_REFUSALS:
+            with pytest.raises(grpc.RpcError) as refused:
+                grpc_log_settings(server.grpc_url, bad)
+            assert (refused.value.code(), refused.value.details()) == (code, text), bad
+        initial = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True, "log_verbose_level": 0,
+                   "log_format": "default"}
+        assert http.get_log_settings() == initial
+        assert http.update_log_settings({"nonsense": True, "log_error": None}) == initial  # as Triton: ignored
+        assert grpc_log_settings(server.grpc_url, {"nonsense": ("bool_param", False)}).settings["log_info"].bool_param
         assert http.update_log_settings({"log_format": "ISO8601"})["log_format"] == "ISO8601"
-    run(tmp_path, "process", change)

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import logging
 
-from tritonctl.serve.core.errors import invalid_arg
+from tritonctl.serve.core.errors import ServeError, Status
 
 SERVER_LOGGER = "tritonctl.serve"
 # every logger the server writes to (children of SERVER_LOGGER: its level holds for them)
 LOGGERS = (SERVER_LOGGER, "tritonctl.serve.grpc", "tritonctl.serve.http", "tritonctl.serve.python_model")
 _SWITCHES = {logging.INFO: "log_info", logging.WARNING: "log_warning", logging.ERROR: "log_error"}
-_READ_ONLY = ("log_file",)
 DATE_FORMATS = {"default": "%H:%M:%S", "ISO8601": "%Y-%m-%dT%H:%M:%SZ"}
+# The settings a request may change, and the kind of value each takes ('log_file' may not be changed).
+SETTABLE = {"log_info": "bool", "log_warning": "bool", "log_error": "bool", "log_verbose_level": "uint",
+            "log_format": "string"}
+
+
+def file_not_settable() -> ServeError:
+    """Triton's answer to a request that sets ``log_file``."""
+    return ServeError(Status.UNSUPPORTED, "log file location can not be updated through network protocol")
 
 
 class LogSettings(logging.Filter):
@@ -33,18 +40,8 @@ class LogSettings(logging.Filter):
         self._apply_level()
 
     def update(self, changes: dict) -> dict:
-        """Apply ``changes`` (all or none: each is checked first); the settings after them."""
-        for key, value in changes.items():
-            if key not in self.values or key in _READ_ONLY:
-                raise invalid_arg(f"unknown or read-only logging setting '{key}'")
-            if key == "log_verbose_level":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise invalid_arg("log_verbose_level must be a non-negative integer")
-            elif key == "log_format":
-                if value not in DATE_FORMATS:
-                    raise invalid_arg(f"log_format must be one of {', '.join(DATE_FORMATS)}, got {value!r}")
-            elif not isinstance(value, bool):
-                raise invalid_arg(f"{key} must be a boolean")
+        """Apply ``changes``, checked by the protocol's handler (``SETTABLE`` names, their kinds, a
+        known log_format); the settings after them."""
         self.values.update(changes)
         self._apply_level()
         if "log_format" in changes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tritonctl.serve.core.errors import invalid_arg, not_found
+from tritonctl.serve.core.log_settings import DATE_FORMATS, SETTABLE, file_not_settable
 from tritonctl.serve.core.shm import (BYTE_SIZE, OFFSET, REGION, SharedMemoryManager, ShmParams, manager_for,
                                       shm_params)
 from tritonctl.serve.core.tensors import checked_count, from_raw, to_raw
@@ -226,3 +227,25 @@ def encode_response_parts(response: InferResponse, service_pb2, request: InferRe
         else:
             raw.append(to_raw(tensor.datatype, tensor.data))
     return message, raw
+
+
+_LOG_FIELDS = {"bool": ("bool_param", "boolean"), "uint": ("uint32_param", "int32"), "string": ("string_param", "string")}
+
+
+def log_changes(settings) -> dict:
+    """The changes a LogSettings request asks for, checked as Triton's gRPC front end checks them
+    (each setting's own parameter field; names it does not know change nothing)."""
+    if "log_file" in settings:
+        raise file_not_settable()
+    changes = {}
+    for key, kind in SETTABLE.items():
+        if key not in settings:
+            continue
+        field, words = _LOG_FIELDS[kind]
+        if settings[key].WhichOneof("parameter_choice") != field:
+            raise invalid_arg(f"expect {words} for '{key}'")
+        value = getattr(settings[key], field)
+        if key == "log_format" and value not in DATE_FORMATS:
+            raise invalid_arg(f"invalid argument for log_format, got: {value}")
+        changes[key] = value
+    return changes

@@ -27,7 +27,8 @@ from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import grpc_update
 from tritonctl.serve.core.types import InferRequest
-from tritonctl.serve.grpc.codec import check_named, decode_request, encode_response_parts, parameter_value
+from tritonctl.serve.grpc.codec import (check_named, decode_request, encode_response_parts, log_changes,
+                                        parameter_value)
 from tritonctl.serve.grpc.stream import StreamSession
 from tritonctl.serve.grpc.wire import join_response, split_request
 
@@ -312,8 +313,7 @@ class GrpcHandlers:
         return service_pb2.RepositoryModelUnloadResponse()
 
     async def LogSettings(self, request):
-        changes = {key: parameter_value(value) for key, value in request.settings.items()}
-        settings = self.server.log_settings.update(changes)
+        settings = self.server.log_settings.update(log_changes(request.settings))
         response = service_pb2.LogSettingsResponse()
         for key, value in settings.items():
             target = response.settings[key]

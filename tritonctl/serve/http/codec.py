@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, invalid_arg
+from tritonctl.serve.core.log_settings import DATE_FORMATS, SETTABLE, file_not_settable
 from tritonctl.serve.core.shm import REGION, SharedMemoryManager, manager_for, shm_params
 from tritonctl.serve.core.tensors import checked_count, element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
@@ -462,3 +463,28 @@ def error_body(error: ServeError | str) -> bytes:
     return orjson.dumps({"error": error.message if isinstance(error, ServeError) else error})
 
 
+
+
+_KIND_CHECKS = {"bool": (lambda v: isinstance(v, bool), NOT_BOOL), "uint": (is_uint64, NOT_UINT),
+                "string": (lambda v: isinstance(v, str), NOT_STRING)}
+
+
+def log_changes(doc) -> dict:
+    """The changes a POST to ``v2/logging`` asks for, read as Triton's HTTP front end reads them:
+    a body that is not an object, unknown keys and null values change nothing."""
+    if not isinstance(doc, dict):
+        return {}
+    if doc.get("log_file") is not None:
+        raise file_not_settable()
+    changes = {}
+    for key, kind in SETTABLE.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        fits, refusal = _KIND_CHECKS[kind]
+        if not fits(value):
+            raise invalid_arg(refusal)
+        if key == "log_format" and value not in DATE_FORMATS:
+            raise invalid_arg(f"invalid argument for --log_format, got: {value}")
+        changes[key] = value
+    return changes

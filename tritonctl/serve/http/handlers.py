@@ -26,7 +26,8 @@ from tritonctl.serve.core.server import InferenceServer
 from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import http_update
 from tritonctl.serve.http import shm_requests
-from tritonctl.serve.http.codec import decode_raw_request, decode_request, encode_response, error_body, parse_json
+from tritonctl.serve.http.codec import (decode_raw_request, decode_request, encode_response, error_body, log_changes,
+                                        parse_json)
 
 log = logging.getLogger("tritonctl.serve.http")
 
@@ -414,10 +415,7 @@ class HttpHandlers:
         settings = self.server.log_settings
         if method == "POST":
             body = self.body(request)
-            update = parse_json(body) if body.strip() else {}
-            if not isinstance(update, dict):
-                raise invalid_arg("the logging settings must be a JSON object")
-            return json_reply(settings.update(update))
+            return json_reply(settings.update(log_changes(parse_json(body) if body.strip() else {})))
         if method != "GET":
             return METHOD_NOT_ALLOWED
         return json_reply(settings.values)
