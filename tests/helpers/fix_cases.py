@@ -121,6 +121,7 @@ class Case:
 CASES = [
     Case("txt01_colon", "TXT01", "onnx", "max_batch_size: 8", "max_batch_size 8"),
     Case("txt01_comma", "TXT01", "grid", "dims: [ 2, 2 ]", "dims: [ 2 2 ]"),
+    Case("txt01_trailing_comma", "TXT01", "grid", "dims: [ 2, 2 ]", "dims: [ 2, 2, ]"),
     Case("txt02_inputs", "TXT02", "onnx", "input [", "inputs ["),
     Case("txt02_nested", "TXT02", "onnx", "data_type: TYPE_FP32", "datatype: TYPE_FP32"),
     Case("txt03_quoted_int", "TXT03", "onnx", "max_batch_size: 8", 'max_batch_size: "8"'),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import text_encoding, text_format
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers.corpus_harness import cases
 from tritonctl.repo_schema import textproto
@@ -140,3 +142,73 @@ def test_duplicate_map_key_warns_and_last_wins():
     result = textproto.parse(text, ModelConfig)
     assert result.ok and [d.code for d in result.diagnostics] == ["TXT52"]
     assert result.message.parameters["k"].string_value == "2"
+
+
+# Triton reads config.pbtxt with protobuf's C++ TextFormat. Where Python's text_format is
+# laxer or stricter than it, the parser follows the C++ one.
+REJECTED_BY_TRITON = [
+    ('name: "a\\q"', "TXT01", "1:9"),  # an escape the C++ tokenizer does not know
+    ('name: "a\\xZ"', "TXT01", "1:9"),
+    ('name: "a\\u12"', "TXT01", "1:9"),
+    ("max_batch_size: 09", "TXT01", "1:17"),  # a leading zero makes it octal
+    ("dynamic_batching { max_queue_delay_microseconds: -0 }", "TXT03", "1:50"),  # no '-' before an unsigned
+    ("sequence_batching { direct { minimum_slot_utilization: 010 } }", "TXT03", "1:56"),  # no octal float
+]
+
+ACCEPTED_BY_TRITON = [
+    ("input { dims: [ - 1, -\n  # a comment\n 2 ] }", lambda m: list(m.input[0].dims) == [-1, -2]),
+    ("dynamic_batching { priority_levels: 2 } instance_group { kind: - 0 }",
+     lambda m: m.instance_group[0].kind == 0),
+    ('name: "\\u00e9\\?\\ud83d\\ude00\\101"', lambda m: m.name == "\u00e9?\U0001F600A"),
+]
+
+
+@pytest.mark.parametrize("text,code,where", REJECTED_BY_TRITON)
+def test_rejects_what_triton_rejects(text, code, where):
+    result = textproto.parse(text, ModelConfig)
+    assert not result.ok
+    assert [(d.code, str(d.span)) for d in result.diagnostics] == [(code, where)]
+
+
+@pytest.mark.parametrize("text,check", ACCEPTED_BY_TRITON)
+def test_accepts_what_triton_accepts(text, check):
+    result = textproto.parse(text, ModelConfig)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    assert check(result.message)
+
+
+@pytest.mark.parametrize("text,where", [("input { dims: [ 4, ] }", "1:18"),
+                                        ('input [ { name: "a" }, ]', "1:22")])
+def test_a_trailing_comma_in_a_list_is_named(text, where):
+    (diag,) = textproto.parse(text, ModelConfig).diagnostics
+    assert (diag.code, str(diag.span)) == ("TXT01", where)
+    assert "no trailing comma" in diag.hint
+
+
+@given(st.text(max_size=30), st.booleans())
+def test_strings_protobuf_writes_read_back_unchanged(value, as_utf8):
+    escaped = text_encoding.CEscape(value, as_utf8=as_utf8)
+    result = textproto.parse(f'name: "{escaped}"', ModelConfig)
+    assert result.ok and result.message.name == value
+
+
+@given(st.characters(codec="ascii"))
+def test_an_escape_is_refused_exactly_when_protobuf_knows_no_such_escape(char):
+    body = "\\" + char + "0041"
+    known = char in "abfnrtv\\?'\"01234567u" or char in "xX"
+    try:
+        textproto.c_unescape(body)
+    except textproto.BadEscape:
+        assert not known
+    else:
+        assert known
+
+
+def test_a_map_entry_without_a_key_gets_the_default_key_as_in_protobuf():
+    text = ("parameters: {}\nmetric_tags: {}\ncc_model_filenames { value: \"a.plan\" }\n"
+            "dynamic_batching { priority_queue_policy: {} }\n")
+    result = textproto.parse(text, ModelConfig)
+    assert result.ok and result.message == text_format.Parse(text, ModelConfig())
+    assert [(d.code, d.severity.value, str(d.span)) for d in result.diagnostics] == [
+        ("TXT07", "warning", "1:13"), ("TXT07", "warning", "2:14"), ("TXT07", "warning", "3:20"),
+        ("TXT07", "warning", "4:43")]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from google.protobuf import descriptor as _d
-from google.protobuf import message_factory, text_encoding
+from google.protobuf import message_factory
 
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, register
 from tritonctl.repo_schema.examples import IO, Example
@@ -94,13 +94,15 @@ DUPLICATE_FIELD = register(
     parser refuses this, so Triton does not load the model. Remove one of them.
     """, "TXT-06",
     example=Example('backend: "python"\nmax_batch_size: 8\nmax_batch_size: 16\n' + IO))
-BAD_MAP_ENTRY = register(
-    "TXT07", "malformed map entry", "error",
+KEYLESS_MAP_ENTRY = register(
+    "TXT07", "map entry without a key", "warning",
     """
     Map fields (parameters, input_map, output_map, cc_model_filenames, metric_tags,
     warmup inputs, accelerator parameters, priority_queue_policy) are written as
-    entries `{ key: ... value: ... }`. For `parameters` the value is a message:
-    parameters { key: "K" value { string_value: "V" } }.
+    entries `{ key: ... value: ... }`. An entry without `key` is not an error: protobuf
+    gives it the default key ("" or 0), so `parameters: {}`, written for "no parameters"
+    by tools that dump configs, adds a parameter named "". Write the key, or remove
+    the entry.
     """, "TXT-07",
     example=Example('backend: "python"\nmax_batch_size: 8\nparameters { value { string_value: "on" } }\n' + IO))
 PLACEHOLDER = register(
@@ -174,6 +176,7 @@ _INT_RANGES = {
     _d.FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
 }
 _FLOATS = (_d.FieldDescriptor.TYPE_FLOAT, _d.FieldDescriptor.TYPE_DOUBLE)
+_SIGNED_VALUE_TYPES = frozenset(_INT_RANGES) | set(_FLOATS) | {_d.FieldDescriptor.TYPE_ENUM}
 _BOOLS = {"true": True, "True": True, "t": True, "1": True, "false": False, "False": False, "f": False, "0": False}
 _OPENERS = {"{": "}", "<": ">", "[": "]"}
 
@@ -229,6 +232,78 @@ class ParseResult:
     @property
     def ok(self) -> bool:
         return self.message is not None
+
+
+_SIMPLE_ESCAPES = {"a": b"\a", "b": b"\b", "f": b"\f", "n": b"\n", "r": b"\r", "t": b"\t", "v": b"\v",
+                   "\\": b"\\", "?": b"?", "'": b"'", '"': b'"'}
+_ESCAPE = re.compile(r"""\\(?:[0-7]{1,3}|[xX][0-9a-fA-F]{1,2}
+                            |u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[0-9a-fA-F]{4}
+                            |U00(?:0[0-9a-fA-F]|10)[0-9a-fA-F]{4}|.?)""", re.VERBOSE)
+_ESCAPE_HINT = ("write a backslash as \\\\; the escapes are \\n \\t \\r \\\" \\' \\\\ \\a \\b \\f \\v \\?, "
+                "\\ooo (octal), \\xhh, \\uhhhh and \\U00hhhhhh")
+
+
+class BadEscape(ValueError):
+    """An escape sequence protobuf's text-format tokenizer refuses."""
+
+    def __init__(self, escape: str, offset: int, reason: str):
+        super().__init__(reason)
+        self.escape = escape
+        self.offset = offset
+        self.reason = reason
+
+
+def _escape_reason(escape: str) -> str:
+    kind = escape[1:2]
+    if kind in ("x", "X"):
+        return "\\x needs hex digits"
+    if kind == "u":
+        return "\\u needs exactly four hex digits"
+    if kind == "U":
+        return "\\U needs eight hex digits, at most 0010ffff"
+    return "protobuf knows no such escape"
+
+
+def c_unescape(body: str) -> bytes:
+    """The bytes of a string literal's body, unescaped as protobuf's C++ tokenizer does
+    (the parser Triton uses); raises BadEscape where that tokenizer reports an error."""
+    out = bytearray()
+    last = 0
+    for match in _ESCAPE.finditer(body):
+        out += body[last:match.start()].encode("utf-8", "surrogatepass")
+        escape = match.group()
+        out += _unescape_one(escape, match.start())
+        last = match.end()
+    out += body[last:].encode("utf-8", "surrogatepass")
+    return bytes(out)
+
+
+def _unescape_one(escape: str, offset: int) -> bytes:
+    kind = escape[1:2]
+    if kind in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[kind]
+    if kind.isdigit() and kind < "8":
+        return bytes([int(escape[1:], 8) & 0xFF])
+    if kind in ("x", "X") and len(escape) > 2:
+        return bytes([int(escape[2:], 16)])
+    if kind == "u" and len(escape) == 12:
+        high, low = int(escape[2:6], 16), int(escape[8:12], 16)
+        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)).encode("utf-8")
+    if kind in ("u", "U") and len(escape) > 2:
+        return chr(int(escape[2:], 16)).encode("utf-8", "surrogatepass")
+    raise BadEscape(escape, offset, _escape_reason(escape))
+
+
+def _is_bad_octal(digits: str) -> bool:
+    return len(digits) > 1 and digits.startswith("0") and digits.isdigit() and any(c in "89" for c in digits)
+
+
+def _integer(digits: str) -> int:
+    if digits.lower().startswith("0x"):
+        return int(digits, 16)
+    if len(digits) > 1 and digits.startswith("0"):
+        return int(digits, 8)
+    return int(digits)
 
 
 class _Fatal(Exception):
@@ -533,6 +608,9 @@ class _Parser:
 
     def parse_one_message(self, message, fd, name_tok: Token, field_path, repeated: bool, in_list: bool) -> None:
         opener = self.next()
+        if in_list and opener is not None and opener.text == "]" and self.tokens[self.pos - 2].text == ",":
+            self.fatal(f"a ',' after the last block of the list of '{fd.name}'", self.tokens[self.pos - 2],
+                       "remove the ',' before ']': protobuf's text format allows no trailing comma in a list")
         if opener is None or opener.kind != "sym" or opener.text not in "{<":
             what = "end of file" if opener is None else repr(opener.text)
             self.fatal(f"'{fd.name}' is a message: expected '{{' but found {what}", opener,
@@ -568,9 +646,11 @@ class _Parser:
             inner, self.sourcemap.entries = self.sourcemap.entries, outer
         end = self.tokens[self.pos - 1].end
         if ("key",) not in inner:
-            self.report(BAD_MAP_ENTRY, f"entry of '{fd.name}' has no key", opener.start, opener.end,
-                        f"write `{fd.name} {{ key: ... value: ... }}`")
-            return
+            self.report(KEYLESS_MAP_ENTRY, f"entry of '{fd.name}' has no key, so protobuf gives it the key "
+                        f"{entry.key!r}", opener.start, opener.end,
+                        f"write `{fd.name} {{ key: ... value: ... }}`, or remove the entry",
+                        severity=Severity.WARNING)
+            inner[("key",)] = (opener.start, opener.end, opener.start, opener.end)
         key = entry.key
         mapping = getattr(message, fd.name)
         entry_path = field_path + (key,)
@@ -601,7 +681,12 @@ class _Parser:
             return tok, None
         if tok.kind == "badstring":
             self.fatal("string is not terminated on this line", tok, "close the string with the same quote")
+        if tok.kind == "other" and tok.text == "-" and fd.type in _SIGNED_VALUE_TYPES:
+            tok = self.minus_then_value(tok)
         if tok.kind == "sym" or tok.kind == "other":
+            if tok.text == "]" and self.tokens[self.pos - 2].text == ",":
+                self.fatal(f"a ',' after the last item of the list of '{fd.name}'", self.tokens[self.pos - 2],
+                           "remove the ',' before ']': protobuf's text format allows no trailing comma in a list")
             self.fatal(f"expected a value for '{fd.name}', found {tok.text!r}", tok)
         ftype = fd.type
         if fd.enum_type is not None:
@@ -614,9 +699,11 @@ class _Parser:
             parts = [tok]
             while self.peek() is not None and self.peek().kind == "string":
                 parts.append(self.next())
-            raw = b"".join(text_encoding.CUnescape(p.text[1:-1]) for p in parts)
             last = parts[-1]
             merged = Token("string", self.text[tok.start:last.end], tok.start, last.end)
+            raw = self.string_bytes(parts)
+            if raw is None:
+                return merged, None
             whole = _TEMPLATE_VARIABLE.fullmatch(merged.text[1:-1]) if len(parts) == 1 else None
             if whole and fd.containing_type.name == "ModelParameter":
                 self.unset_parameters.append((whole.group(1) or whole.group(2), tok.start, last.end))
@@ -640,6 +727,27 @@ class _Parser:
             return tok, self.float_value(fd, tok)
         return tok, self.int_value(fd, tok)
 
+    def string_bytes(self, parts: list[Token]) -> bytes | None:
+        """The bytes of adjacent string literals; None after reporting an escape protobuf refuses."""
+        chunks = []
+        for part in parts:
+            try:
+                chunks.append(c_unescape(part.text[1:-1]))
+            except BadEscape as exc:
+                start = part.start + 1 + exc.offset
+                self.report(SYNTAX, f"invalid escape sequence '{exc.escape}' in a string: {exc.reason}",
+                            start, start + len(exc.escape), _ESCAPE_HINT)
+                return None
+        return b"".join(chunks)
+
+    def minus_then_value(self, minus: Token) -> Token:
+        """protobuf reads '-' as a token of its own, so space or a comment may follow it."""
+        tok = self.peek()
+        if tok is None or tok.kind not in ("number", "ident") or tok.text.startswith("-"):
+            return minus
+        self.pos += 1
+        return Token(tok.kind, "-" + tok.text, minus.start, tok.end)
+
     def int_value(self, fd, tok: Token):
         text = tok.text
         low, high = _INT_RANGES[fd.type]
@@ -651,17 +759,19 @@ class _Parser:
             return None
         negative = text.startswith("-")
         digits = text[1:] if negative else text
-        if digits.lower().startswith("0x"):
-            value = int(digits, 16)
-        elif len(digits) > 1 and digits.startswith("0"):
-            value = int(digits, 8)
-        else:
-            value = int(digits)
+        if _is_bad_octal(digits):
+            self.report(SYNTAX, f"'{fd.name}' has {digits}: a number with a leading zero is octal, and 8 and 9 "
+                        "are not octal digits", tok.start, tok.end, f"write {fd.name}: {int(digits)}")
+            return None
+        if negative and low == 0:
+            self.report(WRONG_TYPE, f"'{fd.name}' is out of range: {text} (it is unsigned and cannot be negative)",
+                        tok.start, tok.end)
+            return None
+        value = _integer(digits)
         value = -value if negative else value
         if not low <= value <= high:
-            why = "it is unsigned and cannot be negative" if low == 0 and value < 0 else (
-                f"it must be between {low} and {high}")
-            self.report(WRONG_TYPE, f"'{fd.name}' is out of range: {text} ({why})", tok.start, tok.end)
+            self.report(WRONG_TYPE, f"'{fd.name}' is out of range: {text} (it must be between {low} and {high})",
+                        tok.start, tok.end)
             return None
         return value
 
@@ -673,6 +783,10 @@ class _Parser:
             return -value if text.startswith("-") else value
         if tok.kind != "number" or "x" in text.lower():
             self.report(WRONG_TYPE, f"'{fd.name}' needs a number but found {text}", tok.start, tok.end)
+            return None
+        if re.fullmatch(r"-?0\d+", text):
+            self.report(WRONG_TYPE, f"'{fd.name}' needs a decimal number but found {text}, which protobuf reads "
+                        "as octal", tok.start, tok.end, f"write {fd.name}: {int(text)}")
             return None
         return float(text.rstrip("fF"))
 

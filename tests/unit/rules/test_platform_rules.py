@@ -235,3 +235,10 @@ def test_python_parameter_read_by_model_py_is_not_a_typo(tmp_path):
     write_model(tmp_path, "m", PYTHON + 'parameters { key: "EXECUTION_ENV_PTH" value: { string_value: "x" } }\n',
                 {"1/model.py": code})
     assert codes(tmp_path) == set()
+
+
+@pytest.mark.parametrize("runtime, expected", [("__invalid_runtime__", {"PB53"}), ("model.py", set()),
+                                               ("libtriton_python.so", set())])
+def test_a_runtime_that_names_no_library_is_flagged(tmp_path, runtime, expected):
+    write_model(tmp_path, "m", PYTHON.replace('backend: "python"\n', f'backend: "python"\nruntime: "{runtime}"\n'))
+    assert codes(tmp_path) & {"PB53", "PB06"} == expected

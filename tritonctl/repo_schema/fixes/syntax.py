@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from google.protobuf import descriptor as _d
-from google.protobuf import text_encoding
 
 from tritonctl.repo_schema import textproto
 from tritonctl.repo_schema.fixes.base import (
@@ -31,15 +30,16 @@ def _string_content(token) -> str | None:
     if token.kind != "string":
         return None
     try:
-        return text_encoding.CUnescape(token.text[1:-1]).decode("utf-8")
+        return textproto.c_unescape(token.text[1:-1]).decode("utf-8")
     except (UnicodeDecodeError, ValueError):
         return None
 
 
 @fixer("TXT01", """
-    Two slips with one possible repair: a missing `:` between a field name and its value
-    (`max_batch_size 8` becomes `max_batch_size: 8`) and a missing `,` between list items
-    (`dims: [ 3 224 224 ]` becomes `dims: [ 3, 224, 224 ]`). Other syntax errors are left to you.
+    Three slips with one possible repair: a missing `:` between a field name and its value
+    (`max_batch_size 8` becomes `max_batch_size: 8`), a missing `,` between list items
+    (`dims: [ 3 224 224 ]` becomes `dims: [ 3, 224, 224 ]`) and a `,` after the last item of
+    a list (`dims: [ 3, 224, ]` becomes `dims: [ 3, 224 ]`). Other syntax errors are left to you.
     """)
 def fix_syntax(ctx: FixContext) -> Fix | None:
     if ctx.span is None:
@@ -55,6 +55,8 @@ def fix_syntax(ctx: FixContext) -> Fix | None:
     if message.startswith("expected ',' or ']' in the list") and (
             (prev.kind in VALUE_KINDS and tok.kind in VALUE_KINDS) or (prev.text in "}>" and tok.text in "{<")):
         return Fix((Edit(prev.end, prev.end, ","),), "added ',' between list items")
+    if message.startswith("a ',' after the last") and tok.text == ",":
+        return Fix((Edit(tok.start, tok.end, ""),), "removed the ',' after the last list item")
     return None
 
 

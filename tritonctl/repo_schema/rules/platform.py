@@ -97,6 +97,16 @@ RUNTIME_ESCAPES = register(
     under <backend_dir>/<name>/ or next to the model.
     """, "PB-06",
     example=Example('backend: "python"\nruntime: "../../evil.so"\nmax_batch_size: 8\n' + IO))
+RUNTIME_NOT_A_LIBRARY = register(
+    "PB53", "runtime is not a backend library", "warning",
+    """
+    `runtime` names the file Triton loads for the backend: a shared library
+    (libtriton_<backend>.so, found next to the model or in the backend's directory) or,
+    for a Python-based backend, a .py file such as model.py. A name that is neither is
+    a file Triton cannot load: "unable to find backend library '<runtime>' for model
+    '<m>'". Leave runtime out to use the backend's own library.
+    """, "PB-06",
+    example=Example('backend: "python"\nruntime: "python_runtime"\nmax_batch_size: 8\n' + IO))
 LIBTORCH_ALIAS = register(
     "PB07", "platform 'libtorch' is not a platform", "warning",
     """
@@ -159,6 +169,7 @@ CONTAINER_BACKEND = register(
     """, "PB-06",
     example=Example('backend: "vllm"\nmax_batch_size: 0\n' + IO, files=("1/model.json",)))
 
+_RUNTIME_SUFFIXES = (".so", ".dll", ".py")
 _CC_KEY = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)")
 
 
@@ -244,6 +255,12 @@ def check_runtime(ctx) -> None:
     if posixpath.isabs(runtime) or not inside.startswith("backend_dir/"):
         ctx.report(RUNTIME_ESCAPES, f"runtime '{runtime}' points outside the backend directory", ("runtime",),
                    hint="give only a file name such as libtriton_mybackend.so or model.py")
+    elif not runtime.endswith(_RUNTIME_SUFFIXES) and not _has_local_library(ctx, ctx.effective.backend):
+        backend = ctx.effective.backend
+        ctx.report(RUNTIME_NOT_A_LIBRARY, f"runtime '{runtime}' is neither a shared library (.so) nor a "
+                   "Python file (.py): Triton will not find a backend library by that name", ("runtime",),
+                   hint=f"remove runtime to load libtriton_{backend}.so" if backend else
+                   "name a libtriton_<backend>.so or model.py, or remove runtime")
 
 
 def _has_local_library(ctx, backend: str) -> bool:
@@ -273,7 +290,7 @@ def check_known_backend(ctx) -> None:
 @model_rule
 def check_cc_model_filenames(ctx) -> None:
     for key in ctx.config.cc_model_filenames:
-        if not _CC_KEY.fullmatch(key):
+        if key and not _CC_KEY.fullmatch(key):
             ctx.report(CC_KEY_FORMAT, f"cc_model_filenames key '{key}' is not a compute capability like \"8.6\"; "
                        "Triton never selects this entry", ("cc_model_filenames", key, "key"),
                        hint=_cc_hint(key))
