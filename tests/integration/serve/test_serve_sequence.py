@@ -31,6 +31,7 @@ def served(tmp_path_factory, transports):
     write_accumulator(repo, "acc_direct")
     write_accumulator(repo, "acc_oldest", strategy=OLDEST, corrid_type="TYPE_STRING")
     write_accumulator(repo, "acc_stats")
+    write_accumulator(repo, "acc_refused")
     write_accumulator(repo, "acc_idle", max_batch_size=1, idle_us=300_000)
     stateful = write_accumulator(repo, "acc_state")
     config = stateful / "config.pbtxt"
@@ -188,7 +189,8 @@ def test_idle_sequence_frees_its_slot(served):
 
 def test_statistics_count_sequence_requests(served):
     """Two sequences in slots 0 and 1, one request at a time: slot 1's requests run with a filler
-    in the idle slot 0, as in Triton, so they execute as batches of 2."""
+    in the idle slot 0, as in Triton, so they execute as batches of 2; the fillers are no
+    inferences (Triton counts the batch sizes of successful requests)."""
     client = httpclient.InferenceServerClient(served.http_url)
     first, second = next(ids), next(ids)
     for index in range(3):
@@ -198,12 +200,27 @@ def test_statistics_count_sequence_requests(served):
     assert stats["inference_stats"]["success"]["count"] == 6
     assert stats["inference_stats"]["fail"]["count"] == 0
     assert stats["execution_count"] == 6
-    assert stats["inference_count"] == 9
+    assert stats["inference_count"] == 6
     assert {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]} == {1: 3, 2: 3}
     metrics = urllib.request.urlopen(served.metrics_url, timeout=10).read().decode()
     assert 'nv_inference_request_success{model="acc_stats",version="1"} 6' in metrics
     assert 'nv_inference_exec_count{model="acc_stats",version="1"} 6' in metrics
-    assert 'nv_inference_count{model="acc_stats",version="1"} 9' in metrics
+    assert 'nv_inference_count{model="acc_stats",version="1"} 6' in metrics
+
+
+@PROTOCOLS
+def test_refused_sequence_requests_are_not_counted_as_failures(served, module):
+    client = client_for(served, module)
+    cid = next(ids)
+    refusals = [dict(sequence_id=cid), dict(sequence_id=0, start=True), dict(sequence_id=cid, start=True, batch=2)]
+    for refusal in refusals:
+        with pytest.raises(InferenceServerException):
+            client.infer("acc_refused", [value_input(module, 1, refusal.get("batch", 1))],
+                         sequence_id=refusal["sequence_id"], sequence_start=refusal.get("start", False))
+    stats = httpclient.InferenceServerClient(served.http_url).get_inference_statistics("acc_refused")
+    assert stats["model_stats"][0]["inference_stats"]["fail"]["count"] == 0
+    metrics = urllib.request.urlopen(served.metrics_url, timeout=10).read().decode()
+    assert 'nv_inference_request_failure{model="acc_refused",reason="REJECTED",version="1"} 0' in metrics
 
 
 def test_python_model_with_implicit_state_is_refused(served):

@@ -2,16 +2,19 @@
 models. A step is queued on its model's own scheduler (so ensemble traffic is batched with that
 model's other requests) as soon as every tensor its ``input_map`` names exists; when no step
 can run any more, the request is answered with the requested ensemble outputs. Steps that no
-requested output depends on do not run (Triton's pruning).
+requested output depends on do not run (``EnsembleVersion.steps_for``). A step's
+error fails the request with the step's status and message, prefixed "in ensemble '<name>', ".
 
 As in Triton's ensemble scheduler, an optional ensemble input the request leaves out, and a step
 output its model did not produce, exist as placeholders: a step runs without them (its model's
 input must be optional), and a requested ensemble output that is one is left out of the
 response. A successful request counts as one execution of the ensemble with the request's batch
-size, whose compute times are the sums of its steps' (Triton's secondary stats aggregator)."""
+size, whose compute times are the sums of its steps' (Triton's secondary stats aggregator); a
+failed one counts as two failures (reason OTHER), as in Triton."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -23,6 +26,8 @@ from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, unavailable
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.types import InferRequest, InferTensor, RequestedOutput
+
+log = logging.getLogger("tritonctl.serve")
 
 Resolve = Callable[[str, str], ModelVersion]  # (model name, version or "") -> a ready version
 
@@ -45,35 +50,68 @@ class EnsembleVersion(ModelVersion):
         self.scheduler = EnsembleScheduler(self, resolve)
 
     def steps_for(self, wanted: frozenset[str]) -> list[int]:
-        """The steps a request for the ensemble outputs ``wanted`` runs: as Triton does, a step is
-        pruned once none of its outputs is wanted (requested, or consumed by a step that runs),
-        and then the tensors only it consumed."""
+        """The steps a request for the ensemble outputs ``wanted`` runs: a step is pruned once none
+        of its outputs is wanted (requested, or consumed by a step that runs), and then the tensors
+        only it consumed. Where Triton's own pruning would starve the request (``_tritons_pruning``),
+        the request is answered all the same and the log says so, once per set of outputs."""
         needed = self._needed.get(wanted)
         if needed is None:
-            consumers: dict[str, set[int]] = {}
-            for i, step in enumerate(self.steps):
-                for tensor in step.input_map.values():
-                    consumers.setdefault(tensor, set()).add(i)
-            unwanted_outputs = {i: len(step.output_map) for i, step in enumerate(self.steps)}
+            consumers = self._consumers()
             # a tensor is ignored when no one wants it: not requested, and no step left consumes it
             ignored = {name for name in self.outputs if name not in wanted and not consumers.get(name)}
-            pruned: set[int] = set()
-            while ignored:
-                newly: set[str] = set()
-                for tensor in ignored:
-                    index = self._producer.get(tensor)
-                    if index is None or index in pruned:
-                        continue
-                    unwanted_outputs[index] -= 1
-                    if unwanted_outputs[index] == 0:
-                        pruned.add(index)
-                        for source in self.steps[index].input_map.values():
-                            consumers[source].discard(index)
-                            if not consumers[source] and source not in wanted:
-                                newly.add(source)
-                ignored = newly
+            pruned = self._prune(ignored, consumers, wanted)
             needed = self._needed[wanted] = [i for i in range(len(self.steps)) if i not in pruned]
+            if self._starves(self._tritons_pruning(wanted), wanted):
+                log.warning("ensemble '%s': a request for %s runs here, but Triton answers it with 'unexpected "
+                            "deadlock': its pruning drops a step these outputs need (an ensemble output left out "
+                            "is dropped even where a step consumes it); ask for that output too to run it on "
+                            "Triton", self.name, ", ".join(sorted(wanted)))
         return needed
+
+    def _consumers(self) -> dict[str, set[int]]:
+        consumers: dict[str, set[int]] = {}
+        for i, step in enumerate(self.steps):
+            for tensor in step.input_map.values():
+                consumers.setdefault(tensor, set()).add(i)
+        return consumers
+
+    def _prune(self, ignored: set[str], consumers: dict[str, set[int]], wanted: frozenset[str],
+               producer_of: Callable[[str], int | None] | None = None) -> set[int]:
+        """Steps pruned backwards from the ``ignored`` tensors: a step whose outputs are all ignored
+        goes, and a tensor it consumed that no step left consumes is ignored in turn."""
+        producer_of = producer_of or self._producer.get
+        outputs_left = {i: len(step.output_map) for i, step in enumerate(self.steps)}
+        pruned: set[int] = set()
+        while ignored:
+            newly: set[str] = set()
+            for tensor in ignored:
+                index = producer_of(tensor)
+                if index is None or index in pruned:
+                    continue
+                outputs_left[index] -= 1
+                if outputs_left[index] == 0:
+                    pruned.add(index)
+                    for source in self.steps[index].input_map.values():
+                        consumers[source].discard(index)
+                        if not consumers[source] and source not in wanted:
+                            newly.add(source)
+            ignored = newly
+        return pruned
+
+    def _tritons_pruning(self, wanted: frozenset[str]) -> set[int]:
+        """The steps Triton 2.51 prunes: every ensemble output left out is ignored, even where a
+        step consumes it, and a tensor no step makes (an ensemble input) counts against step 0."""
+        ignored = {name for name in self.outputs if name not in wanted}
+        return self._prune(ignored, self._consumers(), frozenset(), lambda tensor: self._producer.get(tensor, 0))
+
+    def _starves(self, pruned: set[int], wanted: frozenset[str]) -> bool:
+        """Whether running all steps but ``pruned`` leaves a wanted output or a step's input unmade."""
+        made = set(self.inputs)
+        kept = [step for i, step in enumerate(self.steps) if i not in pruned]
+        for step in kept:
+            made.update(step.output_map.values())
+        needed = set(wanted) | {tensor for step in kept for tensor in step.input_map.values()}
+        return not needed <= made
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop accepting and wait for the requests in flight (their steps run on other models)."""
@@ -202,8 +240,7 @@ class Run:
                 return
             if error is not None:
                 self.failed = True
-                self._fail(ServeError(error.status, f"in ensemble '{self.ensemble.name}', step '{step.model}' "
-                                                    f"failed: {error.message}"))
+                self._fail(ServeError(error.status, f"in ensemble '{self.ensemble.name}', {error.message}"))
                 return
             produced = {tensor.name: tensor.data for tensor in response.outputs}
             for output, tensor in step.output_map.items():
@@ -221,8 +258,9 @@ class Run:
         wanted = [o.name for o in request.requested_outputs] if request.requested_outputs is not None \
             else ensemble.all_outputs
         if any(name not in self.tensors for name in wanted):
-            self._fail(invalid_arg(f"in ensemble '{ensemble.name}', unexpected deadlock, at least one output is "
-                                   "not set while no more ensemble steps can be made"))
+            self._fail(invalid_arg(f"in ensemble '{ensemble.name}', [request id: {request.id or '<id_unknown>'}] "
+                                   "unexpected deadlock, at least one output is not set while no more ensemble steps "
+                                   "can be made"))
             return
         produced = {name: _fit(self.tensors[name], ensemble.outputs[name].dims) for name in wanted
                     if self.tensors[name] is not None}
@@ -233,12 +271,16 @@ class Run:
             return
         now = time.monotonic_ns()
         ensemble.stats.record_execution(1, max(request.batch_size, 1), *self.compute)
-        ensemble.stats.record_success(now - request.arrival_ns, 0)
+        ensemble.stats.record_success(now - request.arrival_ns, 0, max(request.batch_size, 1))
         self.scheduler.finished()
         request.finish(response)
 
     def _fail(self, error: ServeError) -> None:
-        self.ensemble.stats.record_failure(time.monotonic_ns() - self.request.arrival_ns, "OTHER")
+        """Answer ``error``. Triton counts a failed ensemble request twice, both times with
+        reason OTHER: once when it answers the error, once when it releases the request."""
+        duration = time.monotonic_ns() - self.request.arrival_ns
+        for _ in range(2):
+            self.ensemble.stats.record_failure(duration, "OTHER")
         self.scheduler.finished()
         self.request.finish(None, error)
 

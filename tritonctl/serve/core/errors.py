@@ -29,10 +29,12 @@ class Status(enum.Enum):
 class ServeError(Exception):
     """An error answered to a client: a Triton status and a message naming what is at fault."""
 
-    def __init__(self, status: Status, message: str):
+    def __init__(self, status: Status, message: str, counted: bool = True):
         super().__init__(message)
         self.status = status
         self.message = message
+        # False: a refusal at enqueue that Triton leaves out of the model's failure statistics
+        self.counted = counted
 
     def __repr__(self) -> str:
         return f"ServeError({self.status.name}, {self.message!r})"

@@ -228,7 +228,7 @@ class ModelVersion:
         for request, response in zip(batch, responses):
             if request.padding:
                 continue
-            self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+            self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns, request.batch_size)
             if request.trace is not None:
                 request.trace.computed(request.queue_start_ns, start, computed, executed, end)
             request.finish(response)
@@ -324,7 +324,7 @@ class ModelVersion:
                 self.stats.record_failure(end - request.arrival_ns, "BACKEND")
                 request.finish(None, answer)
             else:
-                self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns)
+                self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns, request.batch_size)
                 if request.trace is not None:
                     request.trace.computed(request.queue_start_ns, start, start, executed, end)
                 request.finish(answer)

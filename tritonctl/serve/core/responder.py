@@ -51,4 +51,5 @@ class Responder:
         if failed or error is not None:
             model.stats.record_failure(now - request.arrival_ns, "BACKEND")
         else:
-            model.stats.record_success(now - request.arrival_ns, started_ns - request.queue_start_ns)
+            model.stats.record_success(now - request.arrival_ns, started_ns - request.queue_start_ns,
+                                       request.batch_size)

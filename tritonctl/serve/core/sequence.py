@@ -94,6 +94,13 @@ class Backlog:
 Failures = list[tuple[InferRequest, ServeError, str]]
 
 
+def refusal(error: ServeError) -> ServeError:
+    """A request refused at enqueue: Triton's sequence batcher answers it without counting a
+    failure in the model's statistics."""
+    error.counted = False
+    return error
+
+
 def cancelled(request: InferRequest) -> tuple[InferRequest, ServeError, str]:
     return request, ServeError(Status.CANCELLED, "Request was cancelled"), "CANCELED"
 
@@ -131,6 +138,12 @@ class SequenceScheduler:
     # ---- enqueue --------------------------------------------------------------------------------
     def enqueue(self, request: InferRequest) -> None:
         """Route ``request`` to its sequence's slot or backlog; raises ServeError (Triton's texts)."""
+        try:
+            self._enqueue(request)
+        except ServeError as exc:
+            raise refusal(exc) from None
+
+    def _enqueue(self, request: InferRequest) -> None:
         model = self.model
         if request.batch_size > 1:
             raise invalid_arg(f"inference request to model '{model}' must specify batch-size 1 due to "

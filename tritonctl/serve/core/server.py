@@ -107,7 +107,8 @@ class InferenceServer:
                     raise
                 return model
             self.in_flight.discard(request)
-            model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
+            if exc.counted:
+                model.stats.record_failure(time.monotonic_ns() - request.arrival_ns, "REJECTED")
             raise exc
         except BaseException:
             self.in_flight.discard(request)

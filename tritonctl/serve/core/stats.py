@@ -46,7 +46,6 @@ class ModelStats:
                          output_ns: int) -> None:
         with self._lock:
             self.execution_count += 1
-            self.inference_count += batch_size
             self.last_inference_ms = int(time.time() * 1000)
             for phase, ns in (("compute_input", input_ns), ("compute_infer", infer_ns), ("compute_output", output_ns)):
                 self.phases[phase].add(ns * batch_requests, batch_requests)
@@ -58,8 +57,12 @@ class ModelStats:
         with self._lock:
             self.stale_executions += count
 
-    def record_success(self, request_ns: int, queue_ns: int) -> None:
+    def record_success(self, request_ns: int, queue_ns: int, batch_size: int) -> None:
+        """A request answered successfully. As in Triton, ``inference_count`` sums the batch sizes
+        of such requests only: rows of failed requests and of idle sequence slots' fillers run
+        in an execution (``record_execution``) without counting."""
         with self._lock:
+            self.inference_count += batch_size
             self.phases["success"].add(request_ns)
             self.phases["queue"].add(queue_ns)
 
