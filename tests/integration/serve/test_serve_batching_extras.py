@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import time
 import urllib.request
 from pathlib import Path
 
@@ -132,6 +133,26 @@ class TritonPythonModel:
             answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("ECHO", seconds)]))
         return answers
 '''
+STAGED_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "BATCH" data_type: TYPE_INT32 dims: [ 1 ] } ]
+dynamic_batching { preferred_batch_size: [ 2, 6 ] }
+instance_group [ { kind: KIND_CPU count: 1 } ]
+"""
+STAGED_PY = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        rows = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy().shape[0] for r in requests]
+        time.sleep(0.6)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("BATCH", np.full([n, 1], sum(rows), np.int32))])
+                for n in rows]
+'''
 CACHE_BYTES = 100  # three add_sub responses of 32 bytes (two FP32 [1, 4] outputs)
 
 
@@ -148,6 +169,7 @@ def served(tmp_path_factory, transports):
     (repo / "ragged" / "config.pbtxt").write_text(RAGGED_CONFIG)
     write_python(repo, "ragged_py", RAGGED_PY_CONFIG, RAGGED_PY)
     write_python(repo, "ordered", ORDERED_CONFIG, ORDERED_PY)
+    write_python(repo, "staged", STAGED_CONFIG, STAGED_PY)
     write_add_sub(repo, "cached", extra="response_cache { enable: true }")
     write_add_sub(repo, "uncached")
     server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
@@ -244,6 +266,26 @@ def test_preserve_ordering_delivers_in_queue_order_across_instances(served):
 
     assert asyncio.run(run()) == [0, 1, 2, 3]
     assert statistics(served, "ordered")["execution_count"] == 4
+
+
+@pytest.mark.parametrize("rows,batches", [
+    ((1, 1, 1, 1, 1, 1, 1), [1, 2, 2, 2, 2, 2, 2]),  # two batches wait per instance, each saturated at 2
+    ((1, 3, 2, 2, 1), [1, 7, 7, 7, 1]),  # the waiting batch grows past the largest preferred size
+])
+def test_batches_formed_while_the_instance_is_busy_are_tritons(served, rows, batches):
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    answers = [queue.Queue() for _ in rows]
+    for count, answer in zip(rows, answers):
+        data = np.zeros((count, 1), np.float32)
+        client.async_infer("staged", [tensor(grpcclient, "X", data)],
+                           lambda result, error, answer=answer: answer.put((result, error)))
+        time.sleep(0.03)
+    seen = []
+    for answer in answers:
+        result, error = answer.get(timeout=20)
+        assert error is None, error
+        seen.append(int(result.as_numpy("BATCH")[0, 0]))
+    assert seen == batches
 
 
 def add_sub_inputs(module, value: float) -> list:

@@ -1,9 +1,12 @@
 """Triton's dynamic batcher (serving_protocol.md section B) and its default scheduler.
 
 One queue per model version, shared by all its instances. Each instance has a worker thread;
-a worker forms the next batch only when it is free to run it (Triton's "payload slot" rule),
-so batches grow naturally while every instance is busy. Batching off (no ``dynamic_batching``)
-is the same scheduler handing requests over one at a time.
+a free worker forms the next batch itself. While every instance is busy, a queue that allows
+Triton's prefetching (one priority level, no timeouts, no max_queue_size) stages batches ahead,
+up to two per instance, the last one growing with new arrivals until it is saturated, as
+Triton's batcher fills its rate-limiter payloads; other queues wait for a free instance (Triton's
+"payload slot" rule). Batching off (no ``dynamic_batching``) is the same scheduler handing
+requests over one at a time.
 
 A worker waiting out a short queue delay for a lone request polls instead of sleeping (see
 ``DynamicBatchScheduler._poll``): at low load the CPUs would otherwise halt during the delay, and
@@ -39,6 +42,11 @@ class QueuePolicy:
         return cls(policy.timeout_action == 1, policy.default_timeout_microseconds,
                    policy.allow_timeout_override, policy.max_queue_size)
 
+    @property
+    def allows_prefetch(self) -> bool:
+        """Triton stages batches ahead only for a queue that can neither time out nor fill up."""
+        return not (self.default_timeout_us or self.allow_timeout_override or self.max_queue_size)
+
     def timeout_us(self, requested_us: int) -> int:
         """A request may only shorten a non-zero default timeout (B.3)."""
         if self.allow_timeout_override and requested_us and self.default_timeout_us \
@@ -59,6 +67,8 @@ class BatchingOptions:
     level_policies: tuple[tuple[int, QueuePolicy], ...] = ()
     ragged_inputs: frozenset[str] = frozenset()  # allow_ragged_batch: any shape may join a batch
     preserve_ordering: bool = False
+    prefetch: bool = False  # batches may be staged while every instance is busy
+    checks_inputs: bool = False  # variable-size, shape-tensor or optional inputs must match in a batch
 
     @classmethod
     def from_config(cls, config) -> "BatchingOptions":
@@ -67,6 +77,7 @@ class BatchingOptions:
         db = config.dynamic_batching
         max_batch = max(config.max_batch_size, 1)
         preferred = tuple(sorted(set(db.preferred_batch_size))) or (max_batch,)
+        default_policy = QueuePolicy.from_proto(db.default_queue_policy)
         return cls(
             enabled=config.max_batch_size > 0,
             max_batch_size=max_batch,
@@ -74,11 +85,19 @@ class BatchingOptions:
             max_queue_delay_ns=db.max_queue_delay_microseconds * 1000,
             priority_levels=db.priority_levels,
             default_priority_level=db.default_priority_level if db.priority_levels else 0,
-            default_policy=QueuePolicy.from_proto(db.default_queue_policy),
+            default_policy=default_policy,
             level_policies=tuple((level, QueuePolicy.from_proto(p)) for level, p in db.priority_queue_policy.items()),
             ragged_inputs=frozenset(t.name for t in config.input if t.allow_ragged_batch),
             preserve_ordering=db.preserve_ordering,
+            prefetch=db.priority_levels == 0 and default_policy.allows_prefetch,
+            checks_inputs=any(_must_match(t) for t in config.input),
         )
+
+
+def _must_match(tensor) -> bool:
+    """Whether requests must agree on this input to share a batch (Triton's enforce_equal_shape
+    inputs, or an optional input)."""
+    return tensor.optional or tensor.is_shape_tensor or (-1 in tensor.dims and not tensor.allow_ragged_batch)
 
 
 class _Level:
@@ -146,6 +165,12 @@ class DynamicBatchScheduler:
         self._accepting = True
         self._stopping = False
         self._busy = 0
+        self._staged: deque[list[InferRequest]] = deque()  # batches formed ahead, oldest first
+        self._growing = False  # the last staged batch may still take requests
+        self._stage_limit = 2 * len(instances)
+        self._stage_size = 0  # queued batch size at which a new request makes the staged batch grow
+        self._stage_at_ns = 0  # when a staged batch's queue delay ends (0: none pending)
+        self._stager_wake = threading.Condition(lock)
         self._polling = False  # a worker polls through a queue delay (one at a time)
         self._ordering = OrderedCompletions() if options.preserve_ordering else None
         self._workers = [threading.Thread(target=self._work, args=(inst,), daemon=True,
@@ -157,6 +182,9 @@ class DynamicBatchScheduler:
         if any(level.policy.default_timeout_us for level in self._levels.values()):
             self._reaper = threading.Thread(target=self._reap, daemon=True, name=f"{model}-queue-timeouts")
             self._reaper.start()
+        if options.prefetch and options.max_queue_delay_ns:
+            self._stager = threading.Thread(target=self._stage_on_delay, daemon=True, name=f"{model}-batch-delay")
+            self._stager.start()
 
     # ---- enqueue ------------------------------------------------------------------------------
     def level_of(self, priority: int) -> int:
@@ -185,7 +213,9 @@ class DynamicBatchScheduler:
             level.queue.append(request)
             self._queued += 1
             self._queued_size += request.batch_size
-            if self._must_wake(request):
+            if self._staging_wakes():
+                self._stage()
+            if self._queued and self._must_wake(request):
                 self._cond.notify()
             if request.deadline_ns:
                 self._reaper_wake.notify()
@@ -248,49 +278,53 @@ class DynamicBatchScheduler:
         return tuple(sorted((name, None if name in ragged else t.data.shape[1:])
                             for name, t in request.inputs.items()))
 
-    def _form_batch(self, now: int) -> tuple[list[InferRequest] | None, float | None]:
-        """(batch, None) to run now, or (None, seconds to wait before looking again)."""
+    def _form_batch(self, now: int, base_size: int = 0, base_key: tuple | None = None
+                    ) -> tuple[list[InferRequest] | None, float | None, bool]:
+        """Triton's GetDynamicBatch over the queue, on top of a staged batch of ``base_size``
+        (0: a new batch) whose requests have the shape key ``base_key``. Returns (requests to
+        take, None, saturated) or (None, seconds to wait before looking again, saturated);
+        saturated: the batch they complete must not grow any further."""
         opts = self.options
         if not opts.enabled:
-            return [next(self._candidates())], None
+            return [next(self._candidates())], None, True
         max_preferred = opts.preferred_sizes[-1]
         pending: list[InferRequest] = []
-        size = 0
-        best = 0
-        mark = 0
-        send_now = False
-        shape_key = None
+        size = best = mark = 0
+        send_now = saturated = False
+        shape_key = base_key
         for request in self._candidates():
-            if size + request.batch_size > max_preferred:
-                if best == 0:
-                    best, mark = size, len(pending)
-            if size + request.batch_size > opts.max_batch_size:
-                send_now = True
-                break
-            key = request.batch_key
-            if shape_key is None:
-                shape_key = key
-            elif key != shape_key:
-                send_now = True
-                break
+            total = base_size + size + request.batch_size
+            if base_size + size:
+                if total > max_preferred and best == 0:
+                    best, mark, saturated = size, len(pending), True
+                if total > opts.max_batch_size or request.batch_key != shape_key:
+                    send_now = saturated = True
+                    break
+            shape_key = request.batch_key
             pending.append(request)
             size += request.batch_size
-            if size in opts.preferred_sizes:
+            if base_size + size in opts.preferred_sizes:
                 best, mark = size, len(pending)
-        oldest = min(r.queue_start_ns for r in pending)
         delay = opts.max_queue_delay_ns
+        oldest = min((r.queue_start_ns for r in pending), default=now)
         delay_exceeded = delay != 0 and now - oldest >= delay
         if best and not delay_exceeded:
-            return pending[:mark], None
-        if send_now or size >= max_preferred or delay_exceeded or delay == 0:
-            return pending, None
-        self._wake_size = min(p for p in opts.preferred_sizes if p > size)
+            return pending[:mark], None, saturated or delay == 0
+        if not pending:
+            return [], None, saturated
+        if send_now or base_size + size >= max_preferred:
+            return pending, None, True
+        if delay_exceeded or delay == 0:
+            return pending, None, saturated
+        if base_size and base_size not in opts.preferred_sizes:
+            return pending, None, saturated  # a staged batch takes what it can before it runs
+        self._wake_size = min(p for p in opts.preferred_sizes if p > base_size + size) - base_size
         self._wake_key = shape_key
         wait_ns = oldest + delay - now
         deadlines = [r.deadline_ns for r in self._candidates() if r.deadline_ns and not r.delayed]
         if deadlines:
             wait_ns = min(wait_ns, min(deadlines) - now)
-        return None, max(wait_ns, 0) / 1e9
+        return None, max(wait_ns, 0) / 1e9, saturated
 
     def _remove(self, batch: list[InferRequest]) -> None:
         taken = set(map(id, batch))
@@ -310,17 +344,16 @@ class DynamicBatchScheduler:
                 failed = self._expire(now)
                 if failed:
                     return [], failed
+                if self._staged:
+                    return self._take_staged(), []
                 if self._queued == 0:
                     if self._stopping:
                         return None, []
                     self._cond.wait()
                     continue
-                batch, wait_s = self._form_batch(now)
+                batch, wait_s, _ = self._form_batch(now)
                 if batch is not None:
-                    self._remove(batch)
-                    if self._ordering is not None:
-                        for request in batch:
-                            self._ordering.hold(request)
+                    self._take(batch)
                     self._busy += 1
                     if self._queued:
                         self._cond.notify()
@@ -330,6 +363,70 @@ class DynamicBatchScheduler:
                 else:
                     self._cond.wait(wait_s)
                 self._wake_size = None
+
+    def _take(self, batch: list[InferRequest]) -> None:
+        """Remove ``batch`` from the queue; with preserve_ordering its responses keep queue order."""
+        self._remove(batch)
+        if self._ordering is not None:
+            for request in batch:
+                self._ordering.hold(request)
+
+    def _take_staged(self) -> list[InferRequest]:
+        batch = self._staged.popleft()
+        if not self._staged:
+            self._growing = False
+            self._stage_size = 0
+        self._busy += 1
+        self._stage()
+        return batch
+
+    def _staging_wakes(self) -> bool:
+        """Whether a new request wakes Triton's batcher to stage it: when requests must match
+        inputs, or once the queue reaches the size it last waited for (0 for a new batch)."""
+        return self.options.checks_inputs or self._queued_size >= self._stage_size
+
+    def _stage(self) -> None:
+        """While every instance is busy, form batches ahead as Triton's batcher fills payloads
+        for its rate limiter: at most two per instance wait, and the last one keeps taking new
+        requests until it is saturated (a preferred size reached without a queue delay, the
+        largest preferred size reached, or a request that cannot join it)."""
+        if not self.options.prefetch or self._busy < len(self._workers):
+            return
+        self._stage_at_ns = 0
+        while self._queued and len(self._staged) < self._stage_limit:
+            growing = self._staged[-1] if self._growing else []
+            base_size = sum(r.batch_size for r in growing)
+            base_key = growing[0].batch_key if growing else None
+            now = time.monotonic_ns()
+            batch, wait_s, saturated = self._form_batch(now, base_size, base_key)
+            if batch is None:
+                self._stage_size = self._wake_size or 0
+                self._wake_size = None
+                self._stage_at_ns = now + int(wait_s * 1e9)
+                self._stager_wake.notify()
+                return
+            self._take(batch)
+            if growing:
+                growing.extend(batch)
+            elif batch:
+                self._staged.append(batch)
+            self._growing = bool(batch or growing) and not saturated
+            if not self._growing:
+                self._stage_size = 0
+            if not batch and not saturated:
+                return
+
+    def _stage_on_delay(self) -> None:
+        """Stage what waits in the queue once its queue delay ends, as Triton's batcher does."""
+        with self._cond:
+            while not self._stopping:
+                now = time.monotonic_ns()
+                if self._stage_at_ns and self._stage_at_ns <= now:
+                    self._stage_at_ns = 0
+                    self._stage()
+                    continue
+                wait_ns = self._stage_at_ns - now if self._stage_at_ns else None
+                self._stager_wake.wait(None if wait_ns is None else wait_ns / 1e9)
 
     def _poll(self, wait_s: float) -> None:
         """Wait (the lock held on entry and on return) until ``wait_s`` has passed, a request is
@@ -408,6 +505,7 @@ class DynamicBatchScheduler:
             self._stopping = True
             self._cond.notify_all()
             self._reaper_wake.notify_all()
+            self._stager_wake.notify_all()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for worker in self._workers:
             worker.join(None if deadline is None else max(deadline - time.monotonic(), 0))
@@ -416,7 +514,9 @@ class DynamicBatchScheduler:
     def fail_queued(self, error: ServeError) -> None:
         """Answer every request still queued with ``error`` (used when a stop times out)."""
         with self._cond:
-            requests = list(self._candidates())
+            requests = [r for batch in self._staged for r in batch] + list(self._candidates())
+            self._staged.clear()
+            self._growing = False
             for level in self._levels.values():
                 level.queue.clear()
                 level.delayed.clear()
