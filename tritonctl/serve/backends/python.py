@@ -31,6 +31,7 @@ from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, Req
 from tritonctl.serve.core.custom_metrics import MetricUser
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
+from tritonctl.serve.core.responder import ErrorResponse
 from tritonctl.serve.core.types import ModelOutputs
 
 log = logging.getLogger("tritonctl.serve")
@@ -278,7 +279,7 @@ class PythonBackend(RequestBackend):
                             "a pb_utils.InferenceResponse")
         error = response.error()
         if error is not None:
-            return ServeError(bls.STATUS_OF_CODE.get(error.code(), Status.INTERNAL), error.message())
+            return ErrorResponse(bls.STATUS_OF_CODE.get(error.code(), Status.INTERNAL), error.message())
         produced: dict[str, np.ndarray] = {}
         for tensor in response.output_tensors():
             if not isinstance(tensor, pb_utils.Tensor):

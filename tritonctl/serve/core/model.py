@@ -15,7 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
-from tritonctl.serve.core.responder import Responder
+from tritonctl.serve.core.responder import ErrorResponse, Responder
 from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
@@ -134,10 +134,7 @@ class ModelVersion:
             raise self._input_count_error(request, rid)
         batch = 1
         if self.max_batch_size > 0:
-            sizes = {t.data.shape[0] if t.data.ndim else 0 for t in request.inputs.values()}
-            if len(sizes) > 1:
-                raise invalid_arg(f"{rid}inputs of model '{model}' have different batch sizes {sorted(sizes)}")
-            batch = sizes.pop()
+            batch = self._request_rows(request, rid)
             if batch < 1 or batch > self.max_batch_size:
                 raise invalid_arg(f"{rid}inference request batch-size must be <= {self.max_batch_size} for "
                                   f"'{model}'" if batch else f"{rid}inference request batch-size must be >= 1 "
@@ -155,6 +152,18 @@ class ModelVersion:
                 if output.name not in self.outputs:
                     raise invalid_arg(f"unexpected inference output '{output.name}' for model '{model}'")
         request.batch_size = batch
+
+    def _request_rows(self, request: InferRequest, rid: str) -> int:
+        """The batch size of a batching model's request: the first dimension of its inputs, which
+        Triton compares in the reverse order of the request's, naming the first that differs."""
+        rows = 0
+        for name, tensor in reversed(request.inputs.items()):
+            first = tensor.data.shape[0] if tensor.data.ndim else 0
+            if rows == 0:
+                rows = first
+            elif first != rows:
+                raise invalid_arg(f"{rid}input '{name}' batch size does not match other inputs for '{self.name}'")
+        return rows
 
     def _input_count_error(self, request: InferRequest, rid: str) -> ServeError:
         """Triton's refusal of a request whose inputs are too few or too many, or lack a required
@@ -287,46 +296,49 @@ class ModelVersion:
         return InferResponse(self.name, self.version_str, request.id, outputs, parameters)
 
     def _run_requests(self, instance: RequestBackend, batch: list[InferRequest], fresh_only: bool = False) -> None:
-        """A backend that answers each request of the batch on its own (Python models)."""
+        """A backend that answers each request of the batch on its own (Python models). As in
+        Triton, an execution counts even when execute() fails, and its compute time counts for
+        the requests that succeed, those answered with an error response of the model included."""
         if fresh_only:
             batch = drop_stale(batch, self.stats)
             if not batch:
                 return
         start = time.monotonic_ns()
         self._count_stale(batch, start)
+        total = sum(r.batch_size for r in batch)
         try:
             results = instance.execute_requests(batch, self.responder.deliver)
             executed = time.monotonic_ns()
             if results is None:  # decoupled: the model answers through its response senders
-                self.stats.record_execution(sum(1 for r in batch if not r.padding),
-                                            sum(r.batch_size for r in batch), 0, executed - start, 0)
+                self.stats.record_execution(sum(1 for r in batch if not r.padding), total, 0, executed - start, 0)
                 _report_compute(batch, 0, executed - start, 0)
                 self._release(batch)
                 return
             answers = [r if r is None or isinstance(r, ServeError) else self._response(q, r, strict=False)
                        for q, r in zip(batch, results)]
-        except ServeError as exc:
-            self._fail_all(batch, exc, "BACKEND")
-            return
         except Exception as exc:
-            self._fail_all(batch, internal(f"model '{self.name}' failed: {exc}"), "BACKEND")
+            error = exc if isinstance(exc, ServeError) else internal(f"model '{self.name}' failed: {exc}")
+            self.stats.record_execution(0, total, 0, time.monotonic_ns() - start, 0)
+            self._fail_all(batch, error, "BACKEND")
             return
         end = time.monotonic_ns()
-        total = sum(r.batch_size for r in batch)
-        real = sum(1 for r in batch if not r.padding)
-        self.stats.record_execution(real, total, 0, executed - start, end - executed)
+        succeeded = sum(1 for r, a in zip(batch, answers) if not r.padding and not _is_failure(a))
+        self.stats.record_execution(succeeded, total, 0, executed - start, end - executed)
         _report_compute(batch, 0, executed - start, end - executed)
         self._release(batch)
         for request, answer in zip(batch, answers):
             if request.padding or answer is None:  # None: answered through its response sender
                 continue
-            if isinstance(answer, ServeError):
+            if _is_failure(answer):
                 self.stats.record_failure(end - request.arrival_ns, "BACKEND")
                 request.finish(None, answer)
+                continue
+            self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns, request.batch_size)
+            if request.trace is not None:
+                request.trace.computed(request.queue_start_ns, start, start, executed, end)
+            if isinstance(answer, ErrorResponse):
+                request.finish(None, answer)
             else:
-                self.stats.record_success(end - request.arrival_ns, start - request.queue_start_ns, request.batch_size)
-                if request.trace is not None:
-                    request.trace.computed(request.queue_start_ns, start, start, executed, end)
                 request.finish(answer)
 
     def _release(self, batch: list[InferRequest]) -> None:
@@ -376,6 +388,12 @@ class ModelVersion:
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
         for instance in self.instances:
             instance.close()
+
+
+def _is_failure(answer: InferResponse | ServeError | None) -> bool:
+    """A request's answer that Triton counts as a failure: an error other than the model's own
+    error response."""
+    return isinstance(answer, ServeError) and not isinstance(answer, ErrorResponse)
 
 
 def _report_compute(batch: list[InferRequest], input_ns: int, infer_ns: int, output_ns: int) -> None:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from tritonctl.serve.core.model import ModelVersion
 
 
+class ErrorResponse(ServeError):
+    """An error a model returned from execute() as a request's response: the client gets it, and
+    Triton's statistics count the request (and its rows) as a success."""
+
+
 class Responder:
     """Turns what a model sends into responses of one model version's requests."""
 
