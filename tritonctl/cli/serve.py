@@ -69,6 +69,12 @@ def serve(
     http_port: int = typer.Option(8000, "--http-port", help="HTTP port (-1 turns HTTP off)."),
     grpc_port: int = typer.Option(8001, "--grpc-port", help="gRPC port (-1 turns gRPC off)."),
     metrics_port: int = typer.Option(8002, "--metrics-port", help="Prometheus metrics port (-1 turns it off)."),
+    metrics_config: list[str] = typer.Option(
+        [], "--metrics-config", metavar="SETTING=VALUE",
+        help="Latency metrics, as tritonserver takes it (repeatable): summary_latencies=true adds the "
+             "nv_inference_*_summary_us summaries (quantiles over the last 60 s), summary_quantiles=Q:ERR,... sets "
+             "their quantiles (default 0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.0001), "
+             "counter_latencies=false drops the nv_inference_*_duration_us counters, histogram_latencies=true|false."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0 exposes the server."),
     model_control_mode: ControlMode = typer.Option(ControlMode.none, "--model-control-mode",
                                                    help="none: load everything once; poll: follow changes; "
@@ -146,6 +152,7 @@ def serve(
     from tritonctl.serve.core.restrictions import RestrictionError, grpc_restrictions, http_restrictions
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
+    from tritonctl.serve.metrics.config import MetricsConfigError, parse_metrics_config
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
 
     _configure_logging(log_verbose, log_format)
@@ -168,6 +175,10 @@ def serve(
     except TraceConfigError as exc:
         raise CliError(str(exc), 2) from None
     try:
+        parse_metrics_config(metrics_config)
+    except MetricsConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    try:
         header_forwarding(http_header_forward_pattern, "--http-header-forward-pattern")
         header_forwarding(grpc_header_forward_pattern, "--grpc-header-forward-pattern")
     except HeaderPatternError as exc:
@@ -188,7 +199,7 @@ def serve(
             repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
             exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
             http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
-            http_header_forward_pattern=http_header_forward_pattern,
+            metrics_config=list(metrics_config), http_header_forward_pattern=http_header_forward_pattern,
             grpc_header_forward_pattern=grpc_header_forward_pattern,
             http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
             log_verbose=log_verbose, log_format=log_format.value,
@@ -202,7 +213,7 @@ def serve(
         load_models=list(load_model), repository_poll_secs=repository_poll_secs, strict_readiness=strict_readiness,
         exit_timeout_secs=exit_timeout_secs, model_config_name=model_config_name,
         http_max_input_size=http_max_input_size, cache_config=list(cache_config), trace_config=list(trace_config),
-        grpc_transport=grpc_transport.value, http_transport=http_transport.value,
+        metrics_config=list(metrics_config), grpc_transport=grpc_transport.value, http_transport=http_transport.value,
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,

@@ -28,6 +28,7 @@ from tritonctl.serve.core.log_settings import LogSettings
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
 from tritonctl.serve.core.trace_config import parse_trace_config
+from tritonctl.serve.metrics.config import parse_metrics_config
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -57,6 +58,8 @@ class ServeOptions:
     http_max_input_size: int = 1 << 26
     # tritonserver's --cache-config values, e.g. ["local,size=1048576"]; empty: no response cache
     cache_config: list[str] = field(default_factory=list)
+    # tritonserver's --metrics-config values, e.g. ["summary_latencies=true"]
+    metrics_config: list[str] = field(default_factory=list)
     # gRPC transport: "native" (C++), "aio" (grpc.aio) or "auto" (native when built)
     grpc_transport: str = "auto"
     # HTTP transport: "native" (C++, libevent), "uvicorn" or "auto" (native when built)
@@ -100,6 +103,7 @@ class ServerRuntime:
         self.grpc_forwarding = header_forwarding(options.grpc_header_forward_pattern, "--grpc-header-forward-pattern")
         self.http_restrictions = http_restrictions(options.http_restricted_api)  # RestrictionError (a ValueError)
         self.grpc_restrictions = grpc_restrictions(options.grpc_restricted_protocol)
+        self.metrics_config = parse_metrics_config(options.metrics_config)  # MetricsConfigError (a ValueError)
         self.server = InferenceServer(self.manager, trace, LogSettings(options.log_verbose, options.log_format))
         self.http_port: int | None = None
         self.grpc_port: int | None = None
@@ -149,6 +153,7 @@ class ServerRuntime:
             self.clean_stop = False
             self.server.live = False
             return
+        metrics_app = MetricsApp(self.manager, self.metrics_config) if opts.metrics_port is not None else None
         front_ends: list = []  # each with ``port``, ``transport_name`` and ``async stop(grace_s)``
         http = grpc = None
         poller: asyncio.Task | None = None
@@ -166,7 +171,7 @@ class ServerRuntime:
                 front_ends.append(grpc)
                 self.grpc_port = grpc.port
             if opts.metrics_port is not None:
-                metrics = UvicornFrontEnd(MetricsApp(self.manager), opts.host, opts.metrics_port,
+                metrics = UvicornFrontEnd(metrics_app, opts.host, opts.metrics_port,
                                           opts.exit_timeout_secs)
                 front_ends.append(metrics)
                 await metrics.start()

@@ -38,6 +38,7 @@ class TritonserverOptions:
     http_max_input_size: int = DEFAULT_HTTP_MAX_INPUT_SIZE
     cache_config: list[str] = field(default_factory=list)
     trace_config: list[str] = field(default_factory=list)
+    metrics_config: list[str] = field(default_factory=list)
     http_header_forward_pattern: str | None = None  # None: the flag is not passed
     grpc_header_forward_pattern: str | None = None
     http_restricted_api: list[str] = field(default_factory=list)  # each passed as given
@@ -90,6 +91,7 @@ def tritonserver_command(binary: str, options: TritonserverOptions) -> list[str]
         command.append(flag("http-max-input-size", options.http_max_input_size))
     command += [flag("cache-config", value) for value in options.cache_config]
     command += [flag("trace-config", value) for value in options.trace_config]
+    command += [flag("metrics-config", value) for value in options.metrics_config]
     for protocol, pattern in (("http", options.http_header_forward_pattern),
                               ("grpc", options.grpc_header_forward_pattern)):
         if pattern is not None:

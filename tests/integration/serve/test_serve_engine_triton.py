@@ -36,7 +36,7 @@ def test_every_serve_option_maps_to_its_tritonserver_flag(tmp_path):
         tmp_path, host="0.0.0.0", http_port=9000, grpc_port=None, metrics_port=9002, control_mode="explicit",
         load_models=["a", "b"], strict_readiness=False, exit_timeout_secs=2.6, model_config_name="h100",
         http_max_input_size=1 << 20, cache_config=["local,size=1048576"], trace_config=["level=TIMESTAMPS"],
-        http_header_forward_pattern="my_.*", grpc_header_forward_pattern="(?-i)X.*",
+        metrics_config=["summary_latencies=true"], http_header_forward_pattern="my_.*", grpc_header_forward_pattern="(?-i)X.*",
         http_restricted_api=["inference:k=v", "health:k2=v2"], grpc_restricted_protocol=["model-repository:a=b"],
         log_verbose=1, log_format="ISO8601", extra_args=["--backend-directory=/opt/b"])
     assert tritonserver_command("/bin/tritonserver", options) == [
@@ -46,6 +46,7 @@ def test_every_serve_option_maps_to_its_tritonserver_flag(tmp_path):
         "--model-control-mode=explicit", "--load-model=a", "--load-model=b",
         "--strict-readiness=false", "--exit-timeout-secs=3", "--model-config-name=h100",
         "--http-max-input-size=1048576", "--cache-config=local,size=1048576", "--trace-config=level=TIMESTAMPS",
+        "--metrics-config=summary_latencies=true",
         "--http-header-forward-pattern=my_.*", "--grpc-header-forward-pattern=(?-i)X.*",
         "--http-restricted-api=inference:k=v", "--http-restricted-api=health:k2=v2",
         "--grpc-restricted-protocol=model-repository:a=b", "--log-verbose=1",

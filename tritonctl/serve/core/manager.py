@@ -9,6 +9,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from tritonctl.repo_schema.repository import model_dirs, version_dirs
 from tritonctl.serve.core import override_files
@@ -102,6 +103,7 @@ class ModelManager:
         self._locks_lock = threading.Lock()
         self._model_locks: dict[str, threading.RLock] = {}
         self.loading: Counter = Counter()  # model name -> loads of it running now
+        self.version_listeners: list[Callable[[ModelVersion], None]] = []  # told of each version loaded
 
     # ---- discovery and loading -------------------------------------------------------------
     def model_names_on_disk(self) -> list[str]:
@@ -199,6 +201,8 @@ class ModelManager:
                         entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends,
                                                                    self.host, self.response_cache)
                     fresh.append(entry.versions[version])
+                    for listener in self.version_listeners:
+                        listener(entry.versions[version])
                     entry.states[version] = VersionState(READY)
                     log.info("loaded model '%s' version %d", name, version)
                 except BackendLoadError as exc:

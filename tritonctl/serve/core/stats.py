@@ -6,16 +6,21 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass
 class Duration:
     count: int = 0
     ns: int = 0
+    # called with (ns, count) on each add: a listener (the metrics' latency summaries) sees every observation
+    listeners: list[Callable[[int, int], None]] = field(default_factory=list, repr=False, compare=False)
 
     def add(self, ns: int, count: int = 1) -> None:
         self.count += count
         self.ns += ns
+        for listener in self.listeners:
+            listener(ns, count)
 
     def to_json(self) -> dict:
         return {"count": self.count, "ns": self.ns}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from tritonctl.serve.core.custom_metrics import HISTOGRAM, KIND_NAMES, CustomMetrics
 from tritonctl.serve.core.manager import ModelManager
+from tritonctl.serve.core.stats import ModelStats
+from tritonctl.serve.metrics.config import MetricsConfig
+from tritonctl.serve.metrics.summary import SUMMARY_FAMILIES, LatencySummaries
 
 # (metric, type, help, value from ModelStats)
 COUNTERS = [
@@ -51,14 +54,24 @@ def label_set(**labels: str) -> str:
     return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in sorted(labels.items())) + "}"
 
 
-def exposition(manager: ModelManager) -> bytes:
-    stats = [mv.stats for entry in list(manager.models.values()) for _, mv in sorted(entry.versions.items())]
+LATENCY_COUNTERS = frozenset(name for name, _, _ in COUNTERS if name.endswith("_duration_us"))
+
+
+def model_stats(manager: ModelManager) -> list[ModelStats]:
+    return [mv.stats for entry in list(manager.models.values()) for _, mv in sorted(entry.versions.items())]
+
+
+def exposition(manager: ModelManager, config: MetricsConfig = MetricsConfig(),
+               summaries: LatencySummaries | None = None) -> bytes:
+    stats = model_stats(manager)
     lines: list[str] = []
 
     def labels(s, **extra: str) -> str:
         return label_set(model=s.name, version=str(s.version), **extra)
 
     for name, help_text, value in COUNTERS:
+        if name in LATENCY_COUNTERS and not config.counter_latencies:
+            continue
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
         lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
         if name == "nv_inference_request_success":  # Triton's order: success, then failure
@@ -69,6 +82,8 @@ def exposition(manager: ModelManager) -> bytes:
     lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
               "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
     lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
+    if summaries is not None:
+        lines += summary_lines(stats, summaries)
     cached = [s for s in stats if s.cache_enabled]
     for name, help_text, value in CACHE_COUNTERS if cached else ():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
@@ -78,6 +93,24 @@ def exposition(manager: ModelManager) -> bytes:
     lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
     lines += custom_lines(manager.host.metrics)
     return ("\n".join(lines) + "\n").encode()
+
+
+def summary_lines(stats: list[ModelStats], summaries: LatencySummaries) -> list[str]:
+    """The latency summaries, each sample labelled model and version, then quantile, as Triton writes them."""
+    by_stats = [(s, summaries.attach(s)) for s in stats]
+    lines: list[str] = []
+    for name, (phase, help_text) in SUMMARY_FAMILIES.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} summary"]
+        for s, phases in by_stats:
+            if phase == "success" and s.cache_enabled:  # Triton leaves it out for models using the cache
+                continue
+            count, total, quantiles = phases[phase].snapshot()
+            model_labels = f'model="{_escape(s.name)}",version="{_escape(str(s.version))}"'
+            lines.append(f"{name}_count{{{model_labels}}} {count}")
+            lines.append(f"{name}_sum{{{model_labels}}} {total}")
+            lines += [f'{name}{{{model_labels},quantile="{_number(q)}"}} {_number(value)}'
+                      for q, value in quantiles]
+    return lines
 
 
 def custom_lines(metrics: CustomMetrics) -> list[str]:
@@ -117,8 +150,14 @@ def _number(value: float) -> str:
 class MetricsApp:
     """ASGI app answering ``GET /metrics``."""
 
-    def __init__(self, manager: ModelManager):
+    def __init__(self, manager: ModelManager, config: MetricsConfig = MetricsConfig()):
         self.manager = manager
+        self.config = config
+        self.summaries = LatencySummaries(config.summary_quantiles) if config.summary_latencies else None
+        if self.summaries is not None:
+            manager.version_listeners.append(lambda version: self.summaries.attach(version.stats))
+            for stats in model_stats(manager):
+                self.summaries.attach(stats)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -128,7 +167,7 @@ class MetricsApp:
         elif scope["method"] != "GET":
             status, body, ctype = 405, b"Method Not Allowed", b"text/plain"
         else:
-            status, body, ctype = 200, exposition(self.manager), b"text/plain; charset=utf-8"
+            status, body, ctype = 200, exposition(self.manager, self.config, self.summaries), b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
