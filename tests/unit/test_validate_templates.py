@@ -140,3 +140,67 @@ def test_set_is_refused_with_fix(work, capsys):
     code, _, err = cli(capsys, "validate", "t.pbtxt", "--fix", *FILLED)
     assert code == 2 and "--set cannot be combined with --fix" in err
     assert Path("t.pbtxt").read_bytes() == before
+
+
+# tensorrtllm_backend's all_models/bert templates write a string parameter's placeholder
+# without quotes; tools/fill_template.py puts the value in as it is, so the filled config is
+# no valid text format ("Expected string, got: /").
+UNQUOTED = '''backend: "python"
+max_batch_size: 8
+parameters {
+  key: "engine_dir"
+  value: {
+    string_value: ${engine_dir}
+  }
+}
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 0 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+
+
+def test_an_unquoted_string_placeholder_says_to_quote_it(work, capsys):
+    Path("t.pbtxt").write_text(UNQUOTED)
+    _, found, _ = _run(capsys, "t.pbtxt")
+    [placeholder] = [d for d in found if d["code"] == "TXT11"]
+    assert (placeholder["line"], placeholder["column"]) == (6, 19)
+    assert placeholder["hint"].startswith('quote it (string_value: "${engine_dir}")')
+    code, found, _ = _run(capsys, "t.pbtxt", "--set", "engine_dir=/engines/bert")
+    assert code == 1
+    [filled] = [d for d in found if d["code"] == "TXT03"]
+    assert filled["message"] == ("'string_value' needs a quoted string, but the template's ${engine_dir} is not in "
+                                 "quotes and was filled with /engines/bert")
+    assert (filled["line"], filled["column"], filled["end_column"]) == (6, 19, 32)
+    assert filled["hint"].startswith('quote the placeholder in the template: string_value: "${engine_dir}"')
+    # A quoted value fills it; then the rest of the file is checked (dims: [ 0 ] is IO04).
+    code, found, _ = _run(capsys, "t.pbtxt", "--set", 'engine_dir="/engines/bert"')
+    assert code == 1 and [d["code"] for d in found if d["severity"] == "error"] == ["IO04"]
+
+
+def test_a_fill_that_is_no_value_of_its_field_is_named(work, capsys):
+    Path("t.pbtxt").write_text(TEMPLATE)
+    args = [a.replace("instance_count=2", "instance_count=2 3") for a in FILLED]
+    code, found, _ = _run(capsys, "t.pbtxt", *args)
+    bad = [(d["code"], d["line"], d["column"], d["message"]) for d in found if d["severity"] == "error"]
+    assert code == 1 and bad == [("TXT03", 12, 27, "'count' cannot hold '2 3', the value ${instance_count} was "
+                                                    "filled with")]
+    # In a list, a fill may hold several items.
+    text = 'backend: "python"\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ ${d}, 4 ] } ]\n'
+    filled = textproto.parse(text, model_config_pb2().ModelConfig, None, {"d": "1, 2"})
+    assert filled.ok and list(filled.message.input[0].dims) == [1, 2, 4]
+
+
+@given(st.text(alphabet=string.ascii_letters + string.digits + "-_./ :{}[]\"'#,", max_size=16))
+def test_any_fill_of_an_unquoted_string_placeholder_is_reported_where_it_was(value):
+    """Whatever is filled in, parsing never raises and every diagnostic lies in the original
+    text; a fill that is one quoted string gives a string, anything else a TXT03 at the placeholder."""
+    message = model_config_pb2().ModelConfig
+    result = textproto.parse(UNQUOTED, message, None, {"engine_dir": value})
+    lines = UNQUOTED.splitlines()
+    for diagnostic in result.diagnostics:
+        span = diagnostic.span
+        assert 1 <= span.line <= len(lines) and 1 <= span.col <= len(lines[span.line - 1]) + 1
+    at_placeholder = [d for d in result.diagnostics if (d.span.line, d.span.col) == (6, 19)]
+    if result.ok:
+        assert result.message.parameters["engine_dir"].string_value == textproto.c_unescape(value[1:-1]).decode()
+    else:
+        assert at_placeholder, result.diagnostics

@@ -42,6 +42,18 @@ PLATFORM_DEFAULT_FILENAME = {
     "tensorflow_graphdef": "model.graphdef",
 }
 
+# Triton's kPythonFilename. A model whose runtime is "model.py" runs on the Python backend,
+# which executes <backend_dir>/<backend>/model.py in place of libtriton_<backend>.so: the
+# PyTorch backend's Python runtime (backend: "pytorch", runtime: "model.py") serves a
+# torch.nn.Module from model.py or a TorchScript model.pt this way.
+PYTHON_RUNTIME = "model.py"
+
+
+def runs_python_runtime(config) -> bool:
+    """Whether a backend other than python runs through its Python runtime (runtime: "model.py"),
+    so that its C++ library's checks and defaults do not apply."""
+    return config.runtime == PYTHON_RUNTIME and config.backend not in ("", "python")
+
 
 def _first_version_dir(model_dir: Path) -> Path | None:
     # Triton looks only at the first version subdirectory in std::set (byte) order.

@@ -419,6 +419,7 @@ class _Parser:
         self.tokens = tokenize(text)
         self.pos = 0
         self.fills = list(fills)
+        self.original_text = text if original is None else original
         self.placeholder_paths: list[tuple] = []
         self.unset_parameters: list[tuple[str, int, int]] = []  # (variable, start, end) of "${name}" values
         # Positions are reported in the original text (before placeholders were filled).
@@ -460,6 +461,32 @@ class _Parser:
         else:
             self.report(code, message, tok.start, tok.end, hint)
         raise _Fatal
+
+    def fill_at(self, tok: Token) -> _Fill | None:
+        """The filled placeholder that the value ``tok`` starts in, or one before it that filled in
+        no value at all (nothing, space or a comment)."""
+        gap = self.tokens[self.pos - 2].end if self.pos >= 2 else 0
+        return next((f for f in self.fills if gap <= f.new_start <= tok.start), None)
+
+    def bad_fill(self, fd, fill: _Fill) -> None:
+        """Report a value that a --set fill turned into something the field cannot hold, and
+        skip the rest of that value so the file is still checked after it."""
+        placeholder = self.original_text[fill.start:fill.end]
+        value = self.text[fill.new_start:fill.new_end]
+        if fd.type in (_d.FieldDescriptor.TYPE_STRING, _d.FieldDescriptor.TYPE_BYTES):
+            message = (f"'{fd.name}' needs a quoted string, but the template's {placeholder} is not in quotes and "
+                       f"was filled with {value or 'nothing'}")
+            hint = (f'quote the placeholder in the template: {fd.name}: "{placeholder}" '
+                    "(tools/fill_template.py fills in the value as it is)")
+        else:
+            message = f"'{fd.name}' cannot hold {value!r}, the value {placeholder} was filled with"
+            hint = f"fill {placeholder} with a value of {fd.name}'s type"
+        # Reported at the placeholder itself: a filled value (even an empty one) has no place of
+        # its own in the file.
+        self.diagnostics.append(Diagnostic(WRONG_TYPE, Severity.ERROR, message, self.path,
+                                           self.sourcemap.span_of(fill.start, fill.end), hint))
+        while self.peek() is not None and self.peek().start < fill.new_end:
+            self.pos += 1
 
     def where(self, offset: int) -> str:
         start = self.original(offset)
@@ -676,13 +703,23 @@ class _Parser:
         if tok.kind == "placeholder":
             variable = _TEMPLATE_VARIABLE.fullmatch(tok.text)
             fill = f"--set {variable.group(1) or variable.group(2)}=VALUE" if variable else "--set NAME=VALUE"
+            hint = f"fill the template (tools/fill_template.py), or check it with {fill}"
+            if fd.type in (_d.FieldDescriptor.TYPE_STRING, _d.FieldDescriptor.TYPE_BYTES):
+                # fill_template.py puts the value in as it is: unquoted, it is no string.
+                hint = f'quote it ({fd.name}: "{tok.text}"), then fill the template or check it with {fill}'
             self.report(PLACEHOLDER, f"'{fd.name}' has the unfilled template placeholder {tok.text}",
-                        tok.start, tok.end, f"fill the template (tools/fill_template.py), or check it with {fill}")
+                        tok.start, tok.end, hint)
             return tok, None
         if tok.kind == "badstring":
             self.fatal("string is not terminated on this line", tok, "close the string with the same quote")
         if tok.kind == "other" and tok.text == "-" and fd.type in _SIGNED_VALUE_TYPES:
             tok = self.minus_then_value(tok)
+        fill = self.fill_at(tok) if self.fills else None
+        if fill is not None and (tok.kind in ("sym", "other") or (tok.end < fill.new_end and not is_repeated(fd)) or (
+                tok.kind != "string" and fd.type in (_d.FieldDescriptor.TYPE_STRING, _d.FieldDescriptor.TYPE_BYTES))):
+            self.pos -= 1
+            self.bad_fill(fd, fill)
+            return tok, None
         if tok.kind == "sym" or tok.kind == "other":
             if tok.text == "]" and self.tokens[self.pos - 2].text == ",":
                 self.fatal(f"a ',' after the last item of the list of '{fd.name}'", self.tokens[self.pos - 2],

@@ -242,3 +242,70 @@ def test_python_parameter_read_by_model_py_is_not_a_typo(tmp_path):
 def test_a_runtime_that_names_no_library_is_flagged(tmp_path, runtime, expected):
     write_model(tmp_path, "m", PYTHON.replace('backend: "python"\n', f'backend: "python"\nruntime: "{runtime}"\n'))
     assert codes(tmp_path) & {"PB53", "PB06"} == expected
+
+
+# The PyTorch backend's Python runtime (server qa/L0_pytorch_python_runtime: the config's platform
+# line replaced by backend: "pytorch" and runtime: "model.py"): the Python backend runs the
+# backend's model.py, which serves a torch.nn.Module from model.py or a TorchScript model.pt,
+# passes the inputs in config order and reads NUM_THREADS and TORCH_COMPILE_OPTIONAL_PARAMETERS.
+TORCH_RUNTIME = """name: "addsub"
+backend: "pytorch"
+runtime: "model.py"
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] optional: true }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "OUTPUT1" data_type: TYPE_BF16 dims: [ 4 ] }
+]
+instance_group: [{ kind: KIND_MODEL }]
+parameters: { key: "NUM_THREADS" value: { string_value: "4" } }
+parameters: { key: "NUM_INTEROP_THREADS" value: { string_value: "2" } }
+parameters: { key: "TORCH_COMPILE_OPTIONAL_PARAMETERS" value: { string_value: "{\\"disable\\": true}" } }
+"""
+TORCH_MODULE = "import torch\n\n\nclass AddSubNet(torch.nn.Module):\n    def forward(self, a, b):\n        return a + b, a - b\n"
+
+
+@pytest.mark.parametrize("files", [{"1/model.py": TORCH_MODULE}, {"1/model.pt": b"PK"}])
+def test_the_pytorch_python_runtime_serves_a_module_or_torchscript(tmp_path, files):
+    write_model(tmp_path, "addsub", TORCH_RUNTIME, files)
+    assert findings(tmp_path) == []
+    # The same config on the C++ backend: model.pt, <name>__<index> names, no optional input,
+    # no BF16, none of those parameters.
+    write_model(tmp_path / "cpp", "addsub", TORCH_RUNTIME.replace('runtime: "model.py"\n', ""), files)
+    assert {"IO13", "IO18", "PAR50"} <= codes(tmp_path / "cpp")
+
+
+def test_the_pytorch_python_runtime_needs_one_of_its_files(tmp_path):
+    write_model(tmp_path, "addsub", TORCH_RUNTIME, {"1/weights.bin": b""})
+    report = validate_paths([tmp_path])
+    [missing] = [d for d in report.diagnostics if d.code == "PB10"]
+    assert missing.message == ("version 1 of model 'addsub' has none of model.pt, model.py, the files the pytorch "
+                               "backend's Python runtime (runtime: \"model.py\") loads (it holds: weights.bin)")
+    assert (missing.span.line, missing.span.col) == (3, 10)
+
+
+def test_the_pytorch_python_runtime_parameters_are_checked(tmp_path):
+    config = TORCH_RUNTIME.replace('string_value: "4"', 'string_value: "four"').replace(
+        "NUM_INTEROP_THREADS", "NUM_INTEROP_THREAD").replace('{\\"disable\\": true}', '{\\"model\\": 1}')
+    write_model(tmp_path, "addsub", config, {"1/model.py": TORCH_MODULE})
+    report = validate_paths([tmp_path])
+    found = [(d.code, d.span.line, d.message) for d in report.diagnostics]
+    assert found == [
+        ("PAR02", 13, "parameter 'NUM_THREADS' is 'four'; the pytorch backend's Python runtime expects a whole "
+                      "number"),
+        ("PAR50", 14, "the pytorch backend's Python runtime does not read parameter 'NUM_INTEROP_THREAD', so it "
+                      "has no effect"),
+        ("PAR02", 15, "parameter 'TORCH_COMPILE_OPTIONAL_PARAMETERS' is '{\"model\": 1}'; the pytorch backend's "
+                      "Python runtime expects a JSON object of torch.compile() arguments other than 'model'"),
+    ]
+
+
+def test_python_backend_with_platform_pytorch_points_at_the_pytorch_runtime(tmp_path):
+    # python_backend's examples/pytorch_platform_handler: Triton 2.51's Python backend ignores
+    # platform and refuses the module ("has no attribute 'TritonPythonModel'").
+    config = 'name: "resnet50_pytorch"\nbackend: "python"\nplatform: "pytorch"\nmax_batch_size: 128\n' + IO
+    write_model(tmp_path, "resnet50_pytorch", config, {"1/model.py": TORCH_MODULE})
+    [load] = validate_paths([tmp_path]).diagnostics
+    assert load.code == "PY01" and 'backend: "pytorch" and runtime: "model.py"' in load.hint

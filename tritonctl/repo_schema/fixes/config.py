@@ -8,7 +8,7 @@ from tritonctl.repo_schema.fixes.base import (
     Edit, Fix, FixContext, fixer, insert_top_level, quote, remove_node, unique_candidate,
 )
 from tritonctl.repo_schema.fixes.files import detected_backend, model_file_backend
-from tritonctl.repo_schema.normalize import BACKEND_OF_PLATFORM, core_normalize
+from tritonctl.repo_schema.normalize import BACKEND_OF_PLATFORM, core_normalize, runs_python_runtime
 from tritonctl.repo_schema.rules.parameters import known_keys
 from tritonctl.repo_schema.rules.platform import KNOWN_BACKENDS, KNOWN_PLATFORMS, PLATFORM_ALIASES
 
@@ -214,7 +214,8 @@ def fix_parameter_key(ctx: FixContext) -> Fix | None:
     path = _value_path(ctx, "parameters", None, "key")
     if config is None or path is None:
         return None
-    keys = known_keys(core_normalize(config, ctx.model_dir).backend)
+    normalized = core_normalize(config, ctx.model_dir)
+    keys = known_keys(normalized.backend, runs_python_runtime(normalized))
     candidate = unique_candidate(path[1], sorted(keys or ()))
     if candidate is None or candidate in config.parameters:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.examples import H, IO, PT, TRT, Example
+from tritonctl.repo_schema.normalize import runs_python_runtime
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.io import dtype_name
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -133,7 +134,7 @@ def _check_batch_outputs(ctx, inputs: set[str]) -> None:
 
 def _check_ragged_offsets(ctx) -> None:
     config = ctx.effective
-    if config.max_batch_size <= 0 or config.backend not in CONCATENATING_BACKENDS:
+    if config.max_batch_size <= 0 or config.backend not in CONCATENATING_BACKENDS or runs_python_runtime(config):
         return  # IO54 covers ragged inputs of non-batching models
     described = {source for batch in config.batch_input for source in batch.source_input}
     for i, io in enumerate(config.input):

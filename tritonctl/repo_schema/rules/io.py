@@ -13,6 +13,7 @@ import posixpath
 from tritonctl.repo_schema.context import LABEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.examples import H, IN, ONNX, ORT_OK, OUT, TRT, Example, OnnxModel
+from tritonctl.repo_schema.normalize import runs_python_runtime
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
 
@@ -20,7 +21,8 @@ INT64_MAX = 2**63 - 1
 WILDCARD = -1
 TRT_PLATFORM = "tensorrt_plan"
 # Backends known to build their BackendModel without optional-input support. Custom
-# backends (TensorRT-LLM, vLLM, ...) often do support optional inputs, so they are not judged.
+# backends (TensorRT-LLM, vLLM, ...) often do support optional inputs, so they are not judged;
+# nor is a backend's Python runtime (runtime: "model.py"), which the Python backend runs.
 NO_OPTIONAL_INPUT_BACKENDS = {"tensorrt", "pytorch"}
 BACKEND_DATA_TYPES = {
     "tensorrt": {"TYPE_BOOL", "TYPE_UINT8", "TYPE_INT8", "TYPE_INT32", "TYPE_INT64", "TYPE_FP16", "TYPE_FP32",
@@ -351,7 +353,7 @@ def _check_entry(ctx, io, kind: str, index: int) -> None:
         elif len(io.dims) != 3:
             ctx.report(NON_LINEAR_IO, f"{what} uses a non-linear IO format and needs 3 dims, not {len(io.dims)}",
                        path + ("dims",), hint="write the 3 dims of the tensor (without the batch)")
-    allowed = BACKEND_DATA_TYPES.get(config.backend)
+    allowed = None if runs_python_runtime(config) else BACKEND_DATA_TYPES.get(config.backend)
     if allowed and io.data_type != 0 and dtype_name(io.data_type) not in allowed:
         ctx.report(UNSUPPORTED_TYPE, _unsupported_type_text(ctx, what, dtype_name(io.data_type)),
                    path + ("data_type",), hint=f"use one of {', '.join(sorted(allowed))}")
@@ -368,7 +370,7 @@ def _check_input_flags(ctx, io, index: int) -> None:
     config = ctx.effective
     path = ("input", index)
     what = f"input '{io.name}'"
-    if io.optional and config.backend in NO_OPTIONAL_INPUT_BACKENDS:
+    if io.optional and config.backend in NO_OPTIONAL_INPUT_BACKENDS and not runs_python_runtime(config):
         ctx.report(OPTIONAL_UNSUPPORTED, f"{what} is optional, but the {config.backend} backend does not "
                    "support optional inputs", path + ("optional",), hint="remove optional: true")
     if io.optional and config.backend == "onnxruntime":

@@ -9,6 +9,7 @@ from pathlib import Path
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.examples import H, IO, ONNX, Example, Sibling
+from tritonctl.repo_schema.normalize import runs_python_runtime
 from tritonctl.repo_schema.repository import CONFIG_FILENAME
 from tritonctl.repo_schema.rules import model_rule, repository_rule
 
@@ -22,8 +23,10 @@ MISSING_MODEL_FILE = register(
     '<inst>'" (the Python backend fails with "Python model file not found"). DALI
     also accepts `dali.py` in the version directory, a pipeline it serializes at load
     (autoserialization); without either it fails with "Failed to load model file. The
-    program looked in the following locations: ...". Put the file into the version
-    directory, or fix default_model_filename.
+    program looked in the following locations: ...". The PyTorch backend's Python
+    runtime (`runtime: "model.py"`) loads a torch.nn.Module from model.py or a
+    TorchScript model.pt instead, and fails with "No model found in ..." without
+    either. Put the file into the version directory, or fix default_model_filename.
     """, "PB-10",
     example=Example(ONNX + IO, files=("1/model.pt",)))
 FILENAME_IS_A_PATH = register(
@@ -96,8 +99,15 @@ DEFAULT_FILES = {
 TENSORFLOW_FILES = {"tensorflow_savedmodel": "model.savedmodel", "tensorflow_graphdef": "model.graphdef"}
 
 
+# The files a backend's Python runtime (runtime: "model.py") loads, in its order, after
+# default_model_filename: PyTorch's takes a torch.nn.Module from model.py or TorchScript model.pt.
+PYTHON_RUNTIME_FILES = {"pytorch": ("model.py", "model.pt")}
+
+
 def default_file(config) -> str:
     """The model file name a backend looks for when default_model_filename is unset ("" if none)."""
+    if runs_python_runtime(config):
+        return ""  # the runtime's model.py decides (check_python_runtime_files)
     if config.backend == "tensorflow":
         return TENSORFLOW_FILES.get(config.platform, "")
     return DEFAULT_FILES.get(config.backend, "")
@@ -204,6 +214,25 @@ def required_files(ctx) -> list[tuple[str, tuple]]:
     return [(filename, anchor(ctx))] if filename and not path_problem(filename) else []
 
 
+def _check_python_runtime_files(ctx) -> None:
+    config = ctx.effective
+    files = PYTHON_RUNTIME_FILES.get(config.backend)
+    if files is None or not ctx.can_check(MODEL_FILES):
+        return  # another backend's Python runtime: its model.py decides what it loads
+    names = list(dict.fromkeys(([config.default_model_filename] if config.default_model_filename else []) + list(files)))
+    for version, version_dir in versions_to_load(ctx).items():
+        if any((version_dir / name).exists() for name in names):
+            continue
+        present = sorted(p.name for p in version_dir.iterdir()) if version_dir.is_dir() else []
+        found = f" (it holds: {', '.join(present)})" if present else " (it is empty)"
+        ctx.report(MISSING_MODEL_FILE,
+                   f"version {version} of model '{ctx.name}' has none of {', '.join(names)}, the files the "
+                   f"{config.backend} backend's Python runtime (runtime: \"model.py\") loads{found}", ("runtime",),
+                   hint=f"put the torch.nn.Module's model.py or the TorchScript model.pt into "
+                        f"{ctx.name}/{version_dir.name}/" if config.backend == "pytorch" else
+                        f"put {names[0]} into {ctx.name}/{version_dir.name}/")
+
+
 def path_problem(name: str) -> str | None:
     """Why a model file name is not a plain file name, or None."""
     if "/" in name or "\\" in name:
@@ -231,6 +260,9 @@ def check_model_file_names(ctx) -> None:
 @model_rule
 def check_model_files_present(ctx) -> None:
     if ctx.is_ensemble or is_stray_dir(ctx.name) or ctx.config_path is None:
+        return
+    if runs_python_runtime(ctx.effective):
+        _check_python_runtime_files(ctx)
         return
     if not default_file(ctx.effective) and not ctx.written(("default_model_filename",)):
         return

@@ -14,6 +14,7 @@ from tritonctl.repo_schema.modelfiles.onnx import onnx_model_path, read_onnx_io
 from tritonctl.repo_schema.modelfiles.python import read_python_model
 from tritonctl.repo_schema.modelfiles.pytorch import naming_style, tensor_index
 from tritonctl.repo_schema.modelfiles.tensorrt import read_plan_io, unavailable_reason
+from tritonctl.repo_schema.normalize import runs_python_runtime
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.rules.layout import anchor, default_file, path_problem, required_files, versions_to_load
 from tritonctl.repo_schema.schema import data_type_name, model_config_pb2
@@ -490,8 +491,8 @@ def check_tensorrt_plan(ctx) -> None:
 @model_rule
 def check_pytorch_config(ctx) -> None:
     config = ctx.effective
-    if config.backend != "pytorch":
-        return
+    if config.backend != "pytorch" or runs_python_runtime(config):
+        return  # the Python runtime passes the inputs in config order: no naming convention
     for side in ("input", "output"):
         if not getattr(config, side):
             ctx.report(PT_NO_IO, f"model configuration must contain at least one {side}, none were specified. "
@@ -556,8 +557,14 @@ def check_python_model(ctx) -> None:
                                err.line, err.col, "fix the syntax error; Triton reports it only when loading")
             continue
         if not info.has_model_class:
+            hint = "define class TritonPythonModel with initialize/execute methods"
+            if ctx.effective.platform == "pytorch":
+                # python_backend's examples/pytorch_platform_handler: the Python backend itself does
+                # not read platform; the PyTorch backend's Python runtime serves a torch.nn.Module.
+                hint = ('to serve a torch.nn.Module from model.py, write backend: "pytorch" and runtime: '
+                        '"model.py" (the PyTorch backend\'s Python runtime); backend "python" ignores platform')
             _python_diagnostic(ctx, PY_LOAD, f"{file.parent.name}/model.py defines no class TritonPythonModel",
-                               file, 1, 1, "define class TritonPythonModel with initialize/execute methods")
+                               file, 1, 1, hint)
             continue
         if not info.has_execute and not info.has_bases:
             _python_diagnostic(ctx, PY_NO_EXECUTE, f"{file.parent.name}/model.py: TritonPythonModel has no "

@@ -6,6 +6,7 @@ know are silently ignored, which hides typos.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -13,6 +14,7 @@ from typing import Callable
 from tritonctl.repo_schema.context import MODEL_FILES
 from tritonctl.repo_schema.diagnostics import register
 from tritonctl.repo_schema.examples import H, IO, ONNX, ORT_OK, Example
+from tritonctl.repo_schema.normalize import runs_python_runtime
 from tritonctl.repo_schema.rules import model_rule
 from tritonctl.repo_schema.textproto import did_you_mean
 
@@ -144,12 +146,43 @@ BACKEND_KEYS: dict[str, dict[str, Check]] = {
         "FORCE_CPU_ONLY_INPUT_TENSORS": Check("yes or no", _one_of("yes", "no")),
     },
 }
+
+
+def _is_python_int(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_compile_arguments(value: str) -> bool:
+    try:
+        arguments = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(arguments, dict) and "model" not in arguments
+
+
+# The keys of a backend's Python runtime (runtime: "model.py"): the Python backend's own and
+# those the runtime's model.py reads. PyTorch's (python_backend's platform_handlers/pytorch)
+# parses the thread counts with int() and the torch.compile() arguments with json.loads().
+PYTHON_RUNTIME_KEYS: dict[str, dict[str, Check]] = {
+    "pytorch": {
+        **BACKEND_KEYS["python"],
+        "NUM_THREADS": Check("a whole number", _is_python_int),
+        "NUM_INTEROP_THREADS": Check("a whole number", _is_python_int),
+        "TORCH_COMPILE_OPTIONAL_PARAMETERS": Check("a JSON object of torch.compile() arguments other than 'model'",
+                                                   _is_compile_arguments),
+    },
+}
 MODEL_DIR_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
 
 
-def known_keys(backend: str) -> dict[str, Check] | None:
-    """The keys ``backend`` reads, or None when tritonctl does not know the backend."""
-    keys = BACKEND_KEYS.get(backend)
+def known_keys(backend: str, python_runtime: bool = False) -> dict[str, Check] | None:
+    """The keys ``backend`` reads (through its Python runtime, with ``python_runtime``), or None
+    when tritonctl does not know them."""
+    keys = (PYTHON_RUNTIME_KEYS if python_runtime else BACKEND_KEYS).get(backend)
     return None if keys is None else {**COMMON_KEYS, **keys}
 
 
@@ -167,8 +200,8 @@ def _model_code(ctx) -> str:
 PARSE_FAILURES = {"a boolean (true/false, on/off, 1/0)": "boolean", "an integer": "integral number"}
 
 
-def _bad_value_text(key: str, value: str, backend: str, check: Check) -> str:
-    text = f"parameter '{key}' is {value!r}; the {backend} backend expects {check.describe}"
+def _bad_value_text(key: str, value: str, reader: str, check: Check) -> str:
+    text = f"parameter '{key}' is {value!r}; the {reader} expects {check.describe}"
     target = PARSE_FAILURES.get(check.describe)
     return f"failed to convert '{value}' to {target} ({text})" if target else text
 
@@ -178,9 +211,11 @@ def check_parameters(ctx) -> None:
     if ctx.is_ensemble or not ctx.config.parameters:
         return
     backend = ctx.effective.backend
-    keys = known_keys(backend)
+    python_runtime = runs_python_runtime(ctx.effective)
+    keys = known_keys(backend, python_runtime)
     if keys is None:
         return
+    reader = f"{backend} backend's Python runtime" if python_runtime else f"{backend} backend"
     model_code = None
     for key, param in ctx.config.parameters.items():
         value_path = ("parameters", key, "value", "string_value")
@@ -188,7 +223,7 @@ def check_parameters(ctx) -> None:
         if check is not None:
             problem = check.problem(param.string_value)
             if problem:
-                ctx.report(BAD_VALUE, _bad_value_text(key, param.string_value, backend, check), value_path,
+                ctx.report(BAD_VALUE, _bad_value_text(key, param.string_value, reader, check), value_path,
                            hint=f"set string_value to {problem}")
             continue
         suggestion = did_you_mean(key, keys)
@@ -198,9 +233,9 @@ def check_parameters(ctx) -> None:
             model_code = _model_code(ctx) if model_code is None else model_code
             if key in model_code:
                 continue
-        message = f"the {backend} backend does not read parameter '{key}', so it has no effect"
+        message = f"the {reader} does not read parameter '{key}', so it has no effect"
         hint = f"did you mean '{suggestion}'?" if suggestion else \
-            f"keys the {backend} backend reads: {', '.join(sorted(keys))}"
+            f"keys the {reader} reads: {', '.join(sorted(keys))}"
         ctx.report(UNKNOWN_KEY, message, ("parameters", key, "key"), hint=hint)
 
 
