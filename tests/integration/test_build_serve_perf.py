@@ -42,7 +42,9 @@ NETS = textwrap.dedent('''
     def scorer():
         return Scorer()
 ''')
-FAST = {"measurement_interval_ms": 150, "stability_percentage": 50, "max_trials": 5}
+# A wide stability band: a level that is not stable ends a sweep, as perf_analyzer's does, and this
+# test is about the counts, not stability.
+FAST = {"measurement_interval_ms": 150, "stability_percentage": 1000, "max_trials": 5}
 
 
 

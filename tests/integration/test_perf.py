@@ -17,7 +17,9 @@ from tritonctl.perf.report import CSV_COLUMNS
 from helpers.cli_runner import cli
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
-FAST = {"measurement_interval_ms": 120, "stability_percentage": 50, "max_trials": 5}
+# A wide stability band: a level that is not stable ends a sweep (as perf_analyzer's does), and these
+# tests are not about stability (the rule has tests of its own).
+FAST = {"measurement_interval_ms": 120, "stability_percentage": 1000, "max_trials": 5}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,12 @@ def server(tmp_path_factory):
         input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
         output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
         """, IDENTITY_PY)
+    write_python_model(repo, "slow", """
+        max_batch_size: 0
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        """, IDENTITY_PY.replace("    def execute(self, requests):\n",
+                                 "    def execute(self, requests):\n        import time\n        time.sleep(0.004)\n"))
     running = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)).start()
     yield running
     running.stop()
@@ -147,9 +155,9 @@ def test_cli_replays_a_request_intervals_file(server, tmp_path, capsys):
     (["--request-intervals", "missing.txt"], "--request-intervals missing.txt: no such file"),
     (["--request-intervals", "BAD"], "BAD:2: '10 ms' is not a whole number of microseconds"),
     (["--request-intervals", "BAD", "--concurrency-range", "2"],
-     "--concurrency-range or --request-intervals, not both"),
+     "one of --concurrency-range, --request-intervals"),
     (["--concurrency-range", "0:2"], "--concurrency-range '0:2'"),
-    (["--concurrency-range", "1", "--request-rate-range", "10"], "not both"),
+    (["--concurrency-range", "1", "--request-rate-range", "10"], "more than one inference load mode"),
     (["--shape", "INPUT0"], "NAME:DIMS"),
     (["--shape", "NOPE:3"], "input 'NOPE', which model 'add_sub' does not have"),
     (["-b", "64"], "max_batch_size 8"),
@@ -231,3 +239,105 @@ def test_cli_writes_perf_analyzer_csv(server, tmp_path, capsys):
     assert code == 0, err
     assert out.splitlines()[0].startswith("Request Rate,Inferences/Second,Client Send,") and out.splitlines()[1][:4] == "100,"
 
+
+
+# perf_analyzer command lines, as its documentation and Triton's QA (qa/L0_perf_analyzer) write them.
+QUICK = ("-p", "100", "-s", "1000", "-r", "3")
+
+
+def perf_json(capsys, server, *args, protocol="http"):
+    code, out, err = cli(capsys, "perf", "-u", url(server, protocol), "-i", protocol.upper(), *QUICK, *args,
+                         "--json", "-")
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def test_perf_analyzer_qa_command_lines(server, capsys):
+    # -t (deprecated concurrency), -a, -v, --max-threads, -z, --shared-memory=none, -b 1, attached values
+    document, _ = perf_json(capsys, server, "-v", "-m", "add_sub", "-t2", "-b", "1", "-a", "--max-threads", "4",
+                            "-z", "--shared-memory=none", protocol="grpc")
+    assert [level["concurrency"] for level in document["levels"]] == [2]
+    # -d -t 1 -c 3: from -t up to -c
+    document, _ = perf_json(capsys, server, "-m", "add_sub", "-d", "-t", "1", "-c", "3")
+    assert [level["concurrency"] for level in document["levels"]] == [1, 2, 3]
+    # --request-count: exactly that many requests, one window
+    document, _ = perf_json(capsys, server, "-m", "add_sub", "--concurrency-range", "2", "--request-count", "30")
+    assert document["levels"][0]["request_count"] == 30 and document["levels"][0]["windows"] == 1
+    assert document["total_requests_sent"] == document["server_requests_total"] == 30
+
+
+def test_latency_threshold_ends_the_sweep_and_binary_search(server, capsys):
+    """slow answers in 4 ms or more: -l 3 is reached at once, -l 1000 never."""
+    document, err = perf_json(capsys, server, "-m", "slow", "--concurrency-range", "1:0:1", "-l", "3")
+    assert [level["concurrency"] for level in document["levels"]] == [1]
+    assert "reached the --latency-threshold of 3 ms" in err
+    document, _ = perf_json(capsys, server, "-m", "slow", "--binary-search", "--concurrency-range", "1:4:1",
+                            "-l", "1000", "--percentile", "99")
+    assert [level["concurrency"] for level in document["levels"]] == [1, 4]  # the end is under: nothing to search
+    document, _ = perf_json(capsys, server, "-m", "slow", "--binary-search", "--request-rate-range", "20:40:10",
+                            "-l", "3")
+    assert [level["request_rate"] for level in document["levels"]] == [20]  # the start is over: nothing to search
+
+
+def test_repeated_input_data_json_tensors_compression_and_parameters(server, capsys, tmp_path):
+    entry = {"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}
+    expected = {"OUTPUT0": [2, 3, 4, 5], "OUTPUT1": [0, 1, 2, 3]}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"data": [entry], "validation_data": [expected]}))
+    second.write_text(json.dumps({"data": [dict(entry, INPUT1=[0, 0, 0, 0])],
+                                  "validation_data": [{"OUTPUT0": [1, 2, 3, 4], "OUTPUT1": [1, 2, 3, 4]}]}))
+    document, _ = perf_json(capsys, server, "-m", "add_sub", "--input-data", str(first), "--input-data", str(second),
+                            "--input-tensor-format", "json", "--output-tensor-format", "json", "-b", "2")
+    assert document["levels"][0]["error_count"] == 0
+    document, _ = perf_json(capsys, server, "-m", "add_sub", f"--input-data={first}", "--grpc-compression-algorithm",
+                            "gzip", "--request-parameter", "priority_hint:1:int", protocol="grpc")
+    assert document["levels"][0]["error_count"] == 0 and document["levels"][0]["request_count"] > 0
+
+
+def test_profile_export_file_as_genai_perf_reads_it(server, capsys, tmp_path):
+    export = tmp_path / "profile_export.json"
+    perf_json(capsys, server, "-m", "accumulator", "--concurrency-range", "1:2", "--profile-export-file", str(export))
+    document = json.loads(export.read_text())
+    assert [e["experiment"] for e in document["experiments"]] == [{"mode": "concurrency", "value": 1},
+                                                                  {"mode": "concurrency", "value": 2}]
+    assert isinstance(document["version"], str) and document["service_kind"] == "triton"
+    for experiment in document["experiments"]:
+        bounds = experiment["window_boundaries"]
+        assert len(bounds) == len(set(bounds)) >= 2 and bounds == sorted(bounds)
+        assert experiment["requests"] and all(
+            r["timestamp"] <= r["response_timestamps"][0] for r in experiment["requests"])
+    code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, "--profile-export-file", str(export))
+    assert code == 2 and "Path must not already exist" in err
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--streaming", "-i", "grpc"], "perf_analyzer's --streaming is not supported"),
+    (["--shared-memory", "cuda"], "--shared-memory cuda is not supported"),
+    (["--ssl-grpc-use-ssl"], "TLS is not supported"),
+    (["-i", "tcp"], "either HTTP or gRPC"),
+    (["--async", "--sync"], "Cannot specify --async and --sync simultaneously"),
+    (["--grpc-compression-algorithm", "gzip"], "only allowed with gRPC protocol"),
+    (["--concurrency-range", "1:0"], "latency limit can not be both 0"),
+    (["--binary-search", "--concurrency-range", "1:4", "-l", "0"], "cannot be 0 for binary search"),
+    (["-t", "2", "--concurrency-range", "1"], "deprecated options -t, -c and -d"),
+    (["--measurment-interval", "5"], "no such option: --measurment-interval (did you mean --measurement-interval?)"),
+    (["-m", "accumulator", "--sequence-id-range", "1:3", "--concurrency-range", "4"], "sequence id collision"),
+    (["--trace-level", "TIMESTAMPS"], "cannot update the trace settings of model 'add_sub'"),
+])
+def test_perf_analyzer_options_refused_clearly(server, capsys, args, fragment):
+    code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", server.http_url, *QUICK, *args)
+    assert code == 2 and fragment in " ".join(err.split()) and "Traceback" not in err
+
+
+def test_http_headers_reach_a_restricted_server(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    write_add_sub(repo)
+    restricted = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
+                                               http_restricted_api=["inference:perf-key=open"])).start()
+    try:
+        code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", restricted.http_url, *QUICK)
+        assert code == 2 and "every request failed" in err
+        code, _, err = cli(capsys, "perf", "-m", "add_sub", "-u", restricted.http_url, *QUICK, "-H", "perf-key:open")
+        assert code == 0, err
+    finally:
+        restricted.stop()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tritonctl.perf.measurement import ServerStats
@@ -28,13 +28,26 @@ class ModelInfo:
     decoupled: bool = False
 
 
+@dataclass(frozen=True)
+class RequestSettings:
+    """How every inference request is sent: HTTP headers and tensor encodings, gRPC compression and
+    request parameters."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    binary_inputs: bool = True
+    binary_outputs: bool = True
+    compression: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
 class PerfClient:
     """One asyncio client for either protocol. Use as ``async with PerfClient(...) as client``."""
 
-    def __init__(self, url: str, protocol: str, timeout_s: float):
+    def __init__(self, url: str, protocol: str, timeout_s: float, settings: RequestSettings | None = None):
         self.url = _strip_scheme(url)
         self.protocol = protocol
         self.timeout_s = timeout_s
+        self.settings = settings or RequestSettings()
         if protocol == "grpc":
             import tritonclient.grpc.aio as module
         else:
@@ -81,7 +94,7 @@ class PerfClient:
         for name, array in arrays.items():
             item = self._module.InferInput(name, list(array.shape), datatypes[name])
             if self.protocol == "http":
-                item.set_data_from_numpy(array, binary_data=True)
+                item.set_data_from_numpy(array, binary_data=self.settings.binary_inputs)
             else:
                 item.set_data_from_numpy(array)
             inputs.append(item)
@@ -89,16 +102,27 @@ class PerfClient:
 
     def make_outputs(self, names: list[str]) -> list[Any]:
         if self.protocol == "http":
-            return [self._module.InferRequestedOutput(n, binary_data=True) for n in names]
+            return [self._module.InferRequestedOutput(n, binary_data=self.settings.binary_outputs) for n in names]
         return [self._module.InferRequestedOutput(n) for n in names]
 
     async def infer(self, model: str, version: str, inputs: list[Any], outputs: list[Any],
                     sequence: dict[str, Any] | None = None) -> Any:
         """One request; ``sequence`` holds sequence_id / sequence_start / sequence_end for a sequence model."""
+        settings = self.settings
         if self.protocol == "grpc":
             return await self._client.infer(model, inputs, model_version=version, outputs=outputs,
-                                            client_timeout=self.timeout_s, **(sequence or {}))
-        return await self._client.infer(model, inputs, model_version=version, outputs=outputs, **(sequence or {}))
+                                            client_timeout=self.timeout_s, compression_algorithm=settings.compression,
+                                            parameters=settings.parameters or None, **(sequence or {}))
+        return await self._client.infer(model, inputs, model_version=version, outputs=outputs,
+                                        headers=settings.headers or None, **(sequence or {}))
+
+    async def update_trace_settings(self, model: str, settings: dict[str, Any]) -> None:
+        """Triton's trace settings for ``model`` (perf_analyzer's --trace-* options)."""
+        try:
+            await self._client.update_trace_settings(model_name=model, settings=settings)
+        except Exception as exc:
+            raise PerfError(f"cannot update the trace settings of model '{model}' on {self.protocol}://"
+                            f"{self.url}: {_short(exc)}") from None
 
 
 def model_info_from_json(model: str, metadata: dict, config: dict) -> ModelInfo:

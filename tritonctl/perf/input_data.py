@@ -46,26 +46,61 @@ def model_dims(info: ModelInfo, tensor: TensorSpec) -> tuple[int, ...]:
     return tensor.shape[1:] if info.max_batch_size else tensor.shape
 
 
-def read_data(path: Path, info: ModelInfo, shapes: dict[str, tuple[int, ...]]) -> DataSet:
-    """``shapes``: the batch-1 dims of each input from ``--shape`` or the model (absent where still variable)."""
-    if path.is_dir():
-        return _read_directory(path, info, shapes)
-    return _read_json(path, info, shapes)
+def read_data(paths: list[Path], info: ModelInfo, shapes: dict[str, tuple[int, ...]]) -> DataSet:
+    """``shapes``: the batch-1 dims of each input from ``--shape`` or the model (absent where still variable).
+    Several JSON files are read as perf_analyzer reads a repeated --input-data: entries are appended to
+    the one stream, or streams to the streams, and every file must use the same layout."""
+    if len(paths) == 1 and paths[0].is_dir():
+        return _read_directory(paths[0], info, shapes)
+    for path in paths:
+        if path.is_dir():
+            raise PerfError(f"--input-data {path}: a directory of raw files is one data set; several "
+                            "--input-data take JSON files only")
+    streams: list[list[Sample]] = []
+    streamed_by: Path | None = None
+    for path in paths:
+        data, streamed = _read_json(path, info, shapes)
+        if streams and streamed != (streamed_by is not None):
+            first = streamed_by or paths[0]
+            raise PerfError(f"--input-data {path}: its \"data\" is {'streams' if streamed else 'entries'} but "
+                            f"that of {first} is {'entries' if streamed else 'streams'}; files read together "
+                            "must use the same layout")
+        if streamed:
+            streamed_by = streamed_by or path
+            streams.extend(data.streams)
+        elif streams:
+            streams[0].extend(data.streams[0])
+        else:
+            streams = data.streams
+    return DataSet(streams)
 
 
-def _read_json(path: Path, info: ModelInfo, shapes: dict[str, tuple[int, ...]]) -> DataSet:
+def _load_json(path: Path) -> Any:
     try:
-        document = json.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfError(f"--input-data {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise PerfError(f"--input-data {path}: cannot read it ({exc})") from None
+        raise PerfError(f"--input-data {path}: cannot read it as UTF-8 text "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise PerfError(f"--input-data {path}: nested too deeply to read; {FORMAT_HINT}") from None
     except ValueError as exc:
         raise PerfError(f"--input-data {path}: not valid JSON ({exc}); {FORMAT_HINT}") from None
+
+
+def _read_json(path: Path, info: ModelInfo, shapes: dict[str, tuple[int, ...]]) -> tuple[DataSet, bool]:
+    """The file's data set, and whether its ``data`` lists streams."""
+    document = _load_json(path)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list) or not document["data"]:
         raise PerfError(f"--input-data {path}: no \"data\" list of entries; {FORMAT_HINT}")
     streams = _as_streams(path, document["data"], "data")
     validation = document.get("validation_data")
     expected_streams = _as_streams(path, validation, "validation_data") if validation is not None else None
-    if expected_streams is not None and [len(s) for s in expected_streams] != [len(s) for s in streams]:
+    if expected_streams is not None and (isinstance(validation[0], list) != isinstance(document["data"][0], list)
+                                         or [len(s) for s in expected_streams] != [len(s) for s in streams]):
         raise PerfError(f"--input-data {path}: \"validation_data\" must have one entry per entry of \"data\" "
                         f"({sum(map(len, expected_streams))} for {sum(map(len, streams))}), in the same layout")
     reader = _TensorReader(path, info)
@@ -79,7 +114,7 @@ def _read_json(path: Path, info: ModelInfo, shapes: dict[str, tuple[int, ...]]) 
                 sample.expected = reader.outputs(expected_streams[s][k], where)
             samples.append(sample)
         result.append(samples)
-    return DataSet(result)
+    return DataSet(result), isinstance(document["data"][0], list)
 
 
 def _as_streams(path: Path, entries: Any, key: str) -> list[list[Any]]:
@@ -195,7 +230,7 @@ class _TensorReader:
     def _from_list(self, content: list, tensor: TensorSpec, label: str, where: str) -> Any:
         import numpy as np
 
-        values = list(_flatten(content))
+        values = _flatten(content)
         if tensor.datatype == "BYTES":
             if not all(isinstance(v, str) for v in values):
                 raise self.fail(where, f"{label} is BYTES: its values must be JSON strings")
@@ -205,9 +240,10 @@ class _TensorReader:
         dtype = np.dtype(NUMPY_TYPES[tensor.datatype])
         _check_kinds(values, dtype, lambda message: self.fail(where, f"{label} is {tensor.datatype}: {message}"))
         try:
-            return np.array(values, dtype=dtype)
-        except (OverflowError, ValueError) as exc:
-            raise self.fail(where, f"{label} is {tensor.datatype}: {exc}") from None
+            with np.errstate(over="raise"):
+                return np.array(values, dtype=dtype)
+        except (OverflowError, ValueError, FloatingPointError):
+            raise self.fail(where, f"{label} is {tensor.datatype}: a value is out of its range") from None
 
     def _from_b64(self, content: dict, tensor: TensorSpec, label: str, where: str) -> Any:
         import numpy as np
@@ -230,12 +266,19 @@ class _TensorReader:
         return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
 
 
-def _flatten(values: Any):
-    for value in values:
-        if isinstance(value, list):
-            yield from _flatten(value)
+def _flatten(values: list) -> list:
+    """Nested lists, row-major, as one flat list (without recursion: a file may nest deeply)."""
+    flat: list = []
+    stack = [iter(values)]
+    while stack:
+        for value in stack[-1]:
+            if isinstance(value, list):
+                stack.append(iter(value))
+                break
+            flat.append(value)
         else:
-            yield value
+            stack.pop()
+    return flat
 
 
 def _check_kinds(values: list, dtype: Any, fail) -> None:
@@ -302,14 +345,18 @@ def _read_file(file: Path, info: ModelInfo, tensor: TensorSpec, dims: tuple[int,
             dims = None
         else:
             dims = model
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise PerfError(f"--input-data {file}: cannot read it ({exc.strerror or exc})") from None
+    if not raw:
+        raise PerfError(f"--input-data {file}: the file is empty; it holds the data of one batch-1 request")
     if tensor.datatype == "BYTES":
-        lines = file.read_text().splitlines()
-        array = np.array([line.encode() for line in lines], dtype=object)
+        array = np.array(raw.splitlines(), dtype=object)
     else:
         if tensor.datatype not in NUMPY_TYPES:
             raise PerfError(f"--input-data {file}: datatype {tensor.datatype} is not supported")
         dtype = np.dtype(NUMPY_TYPES[tensor.datatype]).newbyteorder("<")
-        raw = file.read_bytes()
         expected = None if dims is None else int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
         if len(raw) % dtype.itemsize or (expected is not None and len(raw) != expected):
             raise PerfError(f"--input-data {file}: {len(raw)} bytes, but '{tensor.name}' ({tensor.datatype}, "

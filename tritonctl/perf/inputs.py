@@ -74,9 +74,11 @@ def build_requests(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: 
 
 
 def build_workload(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: str, batch_size: int,
-                   string_length: int = 128, string_data: str | None = None) -> Workload:
-    """``shapes`` as ``request_shapes`` gives them. Real data is batched as perf_analyzer does it: a
-    request of batch size b takes b consecutive entries."""
+                   string_length: int = 128, string_data: str | None = None,
+                   more_sources: tuple[str, ...] = ()) -> Workload:
+    """``shapes`` as ``request_shapes`` gives them; ``more_sources``: further JSON files read after
+    ``source``. Real data is batched as perf_analyzer does it: a request of batch size b takes b
+    consecutive entries."""
     import numpy as np
 
     if source in GENERATED:
@@ -85,7 +87,7 @@ def build_workload(info: ModelInfo, shapes: dict[str, tuple[int, ...]], source: 
                                      string_data) for t in info.inputs}
         return Workload([[Request(arrays)]])
     sample_shapes = {name: shape[1:] if info.max_batch_size else shape for name, shape in shapes.items()}
-    data = read_data(Path(source), info, sample_shapes)
+    data = read_data([Path(p) for p in (source, *more_sources)], info, sample_shapes)
     if info.sequence:
         return Workload([[_batch(np, info, [sample], 1) for sample in stream] for stream in data.streams])
     return Workload([_batched_requests(np, info, data, batch_size)])

@@ -42,11 +42,13 @@ class LoadState:
 
 
 class LoadGenerator:
-    """Runs ``send(request)`` over the prepared requests (round-robin) until ``stop()``."""
+    """Runs ``send(request)`` over the prepared requests (round-robin) until ``stop()``, or until
+    ``limit`` requests have been sent."""
 
-    def __init__(self, send: Callable[[Any], Awaitable[None]], requests: list[Any]):
+    def __init__(self, send: Callable[[Any], Awaitable[None]], requests: list[Any], limit: int | None = None):
         self._send = send
         self._requests = requests
+        self._limit = limit
         self._next = 0
         self._stopping = False
         self._tasks: list[asyncio.Task] = []
@@ -77,20 +79,23 @@ class LoadGenerator:
         self._next = (self._next + 1) % len(self._requests)
         return request
 
+    def _done_sending(self) -> bool:
+        return self._stopping or (self._limit is not None and self.state.sent >= self._limit)
+
     async def _worker(self) -> None:
-        while not self._stopping:
+        while not self._done_sending():
             await self._one(self._pick())
 
     async def _scheduler(self, gaps_s: Iterator[float]) -> None:
         next_ns = time.perf_counter_ns()
         for gap_s in gaps_s:
-            if self._stopping:
+            if self._done_sending():
                 break
             next_ns += int(gap_s * 1e9)
             wait_ns = next_ns - time.perf_counter_ns()
             # Behind schedule, the loop still yields, so the requests already sent get to run.
             await asyncio.sleep(max(wait_ns, 0) / 1e9)
-            if self._stopping:
+            if self._done_sending():
                 break
             if time.perf_counter_ns() - next_ns > DELAY_THRESHOLD_NS:
                 self.state.delayed += 1

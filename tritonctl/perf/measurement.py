@@ -72,23 +72,26 @@ def percentile_ns(sorted_values: list[int], percentile: float) -> int:
     return sorted_values[min(max(index, 0), len(sorted_values) - 1)]
 
 
-def is_stable(windows: list[Window], stability_percentage: float, latency_percentile: int | None = None) -> bool:
+def is_stable(windows: list[Window], stability_percentage: float, latency_percentile: int | None = None,
+              check_latency: bool = True) -> bool:
     """perf_analyzer's rule: over the last 3 windows throughput and latency vary by at most ``s`` percent
-    (max/min <= 1 + s/100) and no window has zero throughput."""
-    return series_stable([w.throughput for w in windows], [w.latency_us(latency_percentile) for w in windows],
+    (max/min <= 1 + s/100) and no window has zero throughput. Without ``check_latency`` (perf_analyzer's
+    asynchronous mode) only the throughput has to agree."""
+    return series_stable([w.throughput for w in windows],
+                         [w.latency_us(latency_percentile) for w in windows] if check_latency else None,
                          stability_percentage)
 
 
-def series_stable(throughputs: list[float], latencies: list[float], stability_percentage: float) -> bool:
-    """The stability rule on plain series (the last 3 values of each)."""
-    if len(throughputs) < STABILITY_WINDOWS or len(latencies) < STABILITY_WINDOWS:
-        return False
-    last_tp = throughputs[-STABILITY_WINDOWS:]
-    last_lat = latencies[-STABILITY_WINDOWS:]
-    if min(last_tp) <= 0 or min(last_lat) <= 0:
-        return False
+def series_stable(throughputs: list[float], latencies: list[float] | None, stability_percentage: float) -> bool:
+    """The stability rule on plain series (the last 3 values of each); ``latencies`` None: throughput only."""
     bound = 1 + stability_percentage / 100
-    return max(last_tp) / min(last_tp) <= bound and max(last_lat) / min(last_lat) <= bound
+    for series in (throughputs, latencies):
+        if series is None:
+            continue
+        last = series[-STABILITY_WINDOWS:]
+        if len(last) < STABILITY_WINDOWS or min(last) <= 0 or max(last) / min(last) > bound:
+            return False
+    return True
 
 
 @dataclass

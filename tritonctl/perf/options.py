@@ -40,35 +40,80 @@ class PerfOptions:
     latency_percentile: int | None = None  # stabilize on this percentile instead of the average
     warmup_requests: int = 0
     request_timeout_s: float = 60.0
+    # The sweep: ``search_range`` (set for a binary search or a range without an end) replaces the one
+    # level of ``concurrency`` / ``request_rates`` it starts from; the sweep stops after a level whose
+    # latency reaches ``latency_threshold_ms`` or that is not stable, as perf_analyzer's does.
+    search_range: "Range | None" = None
+    binary_search: bool = False
+    latency_threshold_ms: int | None = None
+    request_count: int = 0  # measure exactly this many requests per level, in one window, no stability rule
+    async_mode: bool | None = None  # stability on throughput only; None: async for sequence models only
+    extra_input_data: tuple[str, ...] = ()  # further JSON files, their data appended (repeated --input-data)
+    sequence_id_end: int | None = None  # correlation ids cycle through [start, end)
+    headers: dict[str, str] = field(default_factory=dict)  # HTTP headers of every request
+    grpc_compression: str | None = None  # "gzip" | "deflate"
+    binary_tensors: tuple[bool, bool] = (True, True)  # HTTP: inputs, outputs in binary (else JSON)
+    request_parameters: dict[str, object] = field(default_factory=dict)  # gRPC request parameters
+    record_requests: bool = False  # keep every request's timestamps (--profile-export-file)
+    trace_settings: dict[str, object] = field(default_factory=dict)  # the model's trace settings, set first
+
+
+@dataclass(frozen=True)
+class Range:
+    """``START:END:STEP`` of a sweep; ``end`` 0 means no end (step up until the latency threshold)."""
+
+    start: float
+    end: float
+    step: float
+
+    @property
+    def open(self) -> bool:
+        return self.end == 0
+
+
+MAX_LEVELS = 1000
+
+
+def parse_range(text: str, flag: str, whole: bool, open_end: bool = False) -> Range:
+    """``START[:END[:STEP]]`` (END defaults to START, STEP to 1); with ``open_end``, END may be 0:
+    no end, as perf_analyzer reads it (stepping until the latency threshold)."""
+    values = _split_range(text, flag)
+    kind = "whole numbers" if whole else "numbers"
+    try:
+        start, end, step = (int(v) if whole else float(v) for v in values)
+    except ValueError:
+        raise PerfError(f"{flag} {text!r}: values must be {kind} (START:END:STEP)") from None
+    if not all(math.isfinite(v) for v in (start, end, step)) or start <= 0 or step <= 0:
+        raise PerfError(f"{flag} {text!r}: needs START > 0 and STEP > 0")
+    if end < start and not (open_end and end == 0):
+        raise PerfError(f"{flag} {text!r}: needs START <= END" + (" (or END 0: no end, up to "
+                                                                   "--latency-threshold)" if open_end else ""))
+    return Range(start, end, step)
+
+
+def range_levels(value: Range, flag: str = "the range") -> tuple[float, ...]:
+    """The levels of a range with an end: START, START+STEP, ... up to END (inclusive)."""
+    if (value.end - value.start) / value.step >= MAX_LEVELS:
+        raise PerfError(f"{flag} {value.start:g}:{value.end:g}:{value.step:g}: more than {MAX_LEVELS} levels; "
+                        "use a larger STEP")
+    levels: list[float] = []
+    level = value.start
+    while level <= value.end * (1 + 1e-9) and len(levels) < MAX_LEVELS:
+        levels.append(level if isinstance(level, int) else round(level, 6))
+        level += value.step
+    return tuple(levels)
 
 
 def parse_concurrency_range(text: str) -> tuple[int, ...]:
     """``START[:END[:STEP]]`` (inclusive) -> the concurrency values."""
-    values = _split_range(text, "--concurrency-range")
-    try:
-        start, end, step = (int(v) for v in values)
-    except ValueError:
-        raise PerfError(f"--concurrency-range {text!r}: values must be whole numbers (START:END:STEP)") from None
-    if start < 1 or end < start or step < 1:
-        raise PerfError(f"--concurrency-range {text!r}: needs 1 <= START <= END and STEP >= 1")
-    return tuple(range(start, end + 1, step))
+    flag = "--concurrency-range"
+    return tuple(int(v) for v in range_levels(parse_range(text, flag, whole=True), flag))
 
 
 def parse_request_rate_range(text: str) -> tuple[float, ...]:
     """``START[:END[:STEP]]`` in requests per second (inclusive, floats)."""
-    values = _split_range(text, "--request-rate-range")
-    try:
-        start, end, step = (float(v) for v in values)
-    except ValueError:
-        raise PerfError(f"--request-rate-range {text!r}: values must be numbers (START:END:STEP)") from None
-    if not all(math.isfinite(v) for v in (start, end, step)) or start <= 0 or end < start or step <= 0:
-        raise PerfError(f"--request-rate-range {text!r}: needs 0 < START <= END and STEP > 0")
-    rates: list[float] = []
-    rate = start
-    while rate <= end * (1 + 1e-9) and len(rates) < 1000:
-        rates.append(round(rate, 6))
-        rate += step
-    return tuple(rates)
+    flag = "--request-rate-range"
+    return range_levels(parse_range(text, flag, whole=False), flag)
 
 
 def _split_range(text: str, flag: str) -> list[str]:
@@ -99,19 +144,19 @@ def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def parse_sequence_id_start(text: str | None) -> int:
-    """``START[:END]`` of ``--sequence-id-range`` -> START (ids past END are not reused, so END only bounds)."""
+def parse_sequence_id_range(text: str | None) -> tuple[int, int | None]:
+    """``START[:END]`` of ``--sequence-id-range`` -> (START, END or None); ids cycle through [START, END)."""
     if not text:
-        return 1
-    start, _, end = text.partition(":")
+        return 1, None
+    start, sep, end = text.partition(":")
     try:
         first = int(start)
-        last = int(end) if end else None
+        last = int(end) if sep else None
     except ValueError:
         raise PerfError(f"--sequence-id-range {text!r}: expected START or START:END, whole numbers") from None
     if first < 1 or (last is not None and last <= first):
         raise PerfError(f"--sequence-id-range {text!r}: needs 1 <= START < END")
-    return first
+    return first, last
 
 
 def check_options(options: PerfOptions) -> None:
@@ -136,8 +181,8 @@ def check_options(options: PerfOptions) -> None:
         raise PerfError("--measurement-request-count must be at least 1")
     if options.max_trials < 3:
         raise PerfError("--max-trials must be at least 3: stability compares the last 3 windows")
-    if options.stability_percentage <= 0:
-        raise PerfError("--stability-percentage must be positive")
+    if options.stability_percentage < 0:
+        raise PerfError("--stability-percentage must be 0 or more")
     if options.latency_percentile is not None and not 1 <= options.latency_percentile <= 99:
         raise PerfError("--percentile must be between 1 and 99")
     if options.input_data not in ("random", "zero") and not Path(options.input_data).exists():
@@ -151,3 +196,28 @@ def check_options(options: PerfOptions) -> None:
         raise PerfError("--sequence-length-variation must be a percentage from 0 to below 100")
     if options.sequence_id_start < 1:
         raise PerfError("--sequence-id-range: sequence ids start at 1 or above (0 means no sequence)")
+    check_sweep(options)
+
+
+def check_sweep(options: PerfOptions) -> None:
+    """perf_analyzer's rules for a sweep: an open range or a binary search needs a latency threshold."""
+    sweep = options.search_range
+    threshold = options.latency_threshold_ms
+    if threshold is not None and threshold < 1:
+        raise PerfError("--latency-threshold must be a positive number of milliseconds (0: no threshold)")
+    if options.request_count < 0:
+        raise PerfError("--request-count must be 0 or more")
+    if sweep is None:
+        if options.binary_search:
+            raise PerfError("--binary-search needs a --concurrency-range or --request-rate-range START:END")
+        return
+    if options.request_intervals:
+        raise PerfError("--request-intervals is one level: it has no range to search")
+    if sweep.open and threshold is None:
+        raise PerfError("The end of the search range and the latency limit can not be both 0 (or 0.0) "
+                        "simultaneously: give --latency-threshold, or an END to the range")
+    if options.binary_search and sweep.open:
+        raise PerfError("The end of the range can not be 0 (or 0.0) for binary search mode")
+    if options.binary_search and threshold is None:
+        raise PerfError("The --latency-threshold cannot be 0 for binary search mode: the search looks for "
+                        "the highest load whose latency stays under it")

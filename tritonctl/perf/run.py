@@ -7,13 +7,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tritonctl.perf.client import ModelInfo, PerfClient
+from tritonctl.perf.client import ModelInfo, PerfClient, RequestSettings
+from tritonctl.perf.export import LevelRecord, record_level
 from tritonctl.perf.inputs import GENERATED, build_workload, request_shapes
 from tritonctl.perf.intervals import describe as describe_intervals
 from tritonctl.perf.loadgen import LoadGenerator
 from tritonctl.perf.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
 from tritonctl.perf.sequences import DEFAULT_SEQUENCE_LENGTH, SequencePlayer
+from tritonctl.perf.sweep import walk
 
 CLIENT_BOUND_CPU_PCT = 80.0  # the client's event loop is one thread: near 100% of a core, it is the limit
 
@@ -28,6 +30,7 @@ class PerfResult:
     total_sent: int = 0
     server_total: ServerStats | None = None  # statistics delta over the whole run, warm-up included
     warnings: list[str] = field(default_factory=list)
+    records: list[LevelRecord] = field(default_factory=list)  # with options.record_requests
 
 
 def run_perf(options: PerfOptions, progress: Callable[[str], None] | None = None) -> PerfResult:
@@ -48,10 +51,11 @@ async def prepare_requests(client: PerfClient, options: PerfOptions):
     """The model's metadata, a sender of one request, and the requests to send (built once)."""
     info = await client.model_info(options.model, options.model_version)
     check_model(info, options)
+    check_sequence_ids(info, options)
     real_data = options.input_data not in GENERATED
     shapes = request_shapes(info, options.batch_size, options.shapes, data_gives_shapes=real_data)
     workload = build_workload(info, shapes, options.input_data, options.batch_size, options.string_length,
-                              options.string_data)
+                              options.string_data, options.extra_input_data)
     datatypes = {t.name: t.datatype for t in info.inputs}
     outputs = client.make_outputs([t.name for t in info.outputs])
     streams = [[PreparedRequest(client.make_inputs(r.inputs, datatypes), r.expected) for r in stream]
@@ -64,7 +68,7 @@ async def prepare_requests(client: PerfClient, options: PerfOptions):
         return info, send, [r for stream in streams for r in stream]
     player = SequencePlayer(streams, options.sequence_length or (None if real_data else DEFAULT_SEQUENCE_LENGTH),
                             options.sequence_length_variation, options.sequence_id_start,
-                            info.string_correlation_id)
+                            info.string_correlation_id, end_id=options.sequence_id_end)
 
     async def send_in_sequence(_: object) -> None:
         sequence, request, parameters = player.take()
@@ -92,6 +96,20 @@ def check_model(info: ModelInfo, options: PerfOptions) -> None:
     if info.sequence and options.batch_size > 1:
         raise PerfError(f"-b {options.batch_size}: model '{info.name}' has a sequence batcher, whose requests "
                         "each carry one step of one sequence; use -b 1 (the batcher batches sequences itself)")
+
+
+def check_sequence_ids(info: ModelInfo, options: PerfOptions) -> None:
+    """perf_analyzer's check that an id range leaves every live sequence an id of its own."""
+    if not info.sequence or options.sequence_id_end is None:
+        return
+    span = options.sequence_id_end - options.sequence_id_start
+    sweep = options.search_range
+    most = max((*options.concurrency, *((sweep.start, sweep.end) if sweep and options.concurrency else ())),
+               default=0)
+    if span < most:
+        raise PerfError(f"--sequence-id-range {options.sequence_id_start}:{options.sequence_id_end} holds {span} "
+                        f"ids, fewer than the {int(most)} sequences live at concurrency {int(most)}: sequence id "
+                        "collision may occur; widen the range")
 
 
 def check_outputs(result, expected: dict) -> None:
@@ -123,31 +141,71 @@ def _preview(array) -> str:
     return str(values[:8])[:-1] + (", ...]" if len(values) > 8 else "]")
 
 
+def request_settings(options: PerfOptions) -> RequestSettings:
+    return RequestSettings(headers=dict(options.headers), binary_inputs=options.binary_tensors[0],
+                           binary_outputs=options.binary_tensors[1], compression=options.grpc_compression,
+                           parameters=dict(options.request_parameters))
+
+
 async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfResult:
     asyncio.get_running_loop().set_exception_handler(_quiet_about_interrupts)
-    async with PerfClient(options.url, options.protocol, options.request_timeout_s) as client:
+    async with PerfClient(options.url, options.protocol, options.request_timeout_s,
+                          request_settings(options)) as client:
         info, send, prepared = await prepare_requests(client, options)
+        if options.trace_settings:
+            await client.update_trace_settings(options.model, options.trace_settings)
         result = PerfResult(options, info)
+        check_latency = not (info.sequence if options.async_mode is None else options.async_mode)
         before = await client.statistics(options.model, options.model_version)
-        levels: list[tuple[int | None, float | None]] = (
-            [(c, None) for c in options.concurrency] or [(None, r) for r in options.request_rates]
-            or [(None, None)])  # request intervals: the trace is one level
-        for concurrency, rate in levels:
+        levels = walk(options)
+        value = next(levels)
+        while True:
+            concurrency, rate = _load(options, value)
             label = level_label(options, concurrency, rate)
             progress(f"measuring {label}")
-            generator = LoadGenerator(send, prepared)
-            level = await _measure_level(options, client, generator, concurrency, rate)
+            limit = options.request_count + options.warmup_requests if options.request_count else None
+            generator = LoadGenerator(send, prepared, limit)
+            level = await _measure_level(options, client, generator, concurrency, rate, check_latency,
+                                         result.records)
             result.total_sent += generator.state.sent
             result.levels.append(level)
             result.warnings.extend(_level_warnings(level, label, generator.state.first_error))
+            reached = _threshold_reached(options, level)
+            if reached:
+                result.warnings.append(f"{label}: latency {reached:g} ms reached the --latency-threshold of "
+                                       f"{options.latency_threshold_ms} ms")
+            try:
+                value = levels.send(level.stable and not reached)
+            except StopIteration:
+                break
         after = await client.statistics(options.model, options.model_version)
         if before is not None and after is not None:
             result.server_total = after - before
     return result
 
 
+def _load(options: PerfOptions, value: float) -> tuple[int | None, float | None]:
+    if options.concurrency:
+        return int(value), None
+    if options.request_rates:
+        return None, value
+    return None, None  # request intervals: the trace is one level
+
+
+def _threshold_reached(options: PerfOptions, level: LevelResult) -> int:
+    """The level's latency in whole ms if it reached the threshold, else 0 (perf_analyzer compares the
+    stabilizing latency, the average or the --percentile value, truncated to ms)."""
+    if options.latency_threshold_ms is None:
+        return 0
+    latency_us = (level.avg_latency_us if options.latency_percentile is None
+                  else level.percentiles_us[options.latency_percentile])
+    latency_ms = int(latency_us // 1000)
+    return latency_ms if latency_ms >= options.latency_threshold_ms else 0
+
+
 async def _measure_level(options: PerfOptions, client: PerfClient, generator: LoadGenerator,
-                         concurrency: int | None, rate: float | None) -> LevelResult:
+                         concurrency: int | None, rate: float | None, check_latency: bool = True,
+                         records: list[LevelRecord] | None = None) -> LevelResult:
     state = generator.state
     if concurrency:
         generator.start_concurrency(concurrency)
@@ -161,10 +219,14 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
         windows: list[Window] = []
         stats = await client.statistics(options.model, options.model_version)
         mark, delayed_mark = len(state.completions), state.delayed
+        first_mark = mark
         stable = False
         while len(windows) < options.max_trials:
             start_ns, cpu0 = time.perf_counter_ns(), time.thread_time()
-            if options.measurement_mode == "time_windows":
+            if options.request_count:  # every request sent (the generator stops at warm-up + count) answered
+                await _wait(state.wait_for_count(options.warmup_requests + options.request_count),
+                            options.request_timeout_s, state)
+            elif options.measurement_mode == "time_windows":
                 await asyncio.sleep(options.measurement_interval_ms / 1000)
             else:
                 await _wait(state.wait_for_count(mark + options.measurement_request_count),
@@ -180,11 +242,16 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
             if window.errors and not window.count:
                 raise PerfError(f"every request failed: {state.first_error}")
             windows.append(window)
-            if is_stable(windows, options.stability_percentage, options.latency_percentile):
+            if options.request_count:  # one window of exactly that many requests, as perf_analyzer measures it
+                stable = True
+                break
+            if is_stable(windows, options.stability_percentage, options.latency_percentile, check_latency):
                 stable = True
                 break
     finally:
         await generator.stop()
+    if records is not None and options.record_requests:
+        records.append(record_level(options, concurrency, rate, windows, state.completions[first_mark:mark]))
     return merge_windows(windows[-3:], options.batch_size, concurrency, rate, stable, len(windows),
                          options.latency_percentile)
 

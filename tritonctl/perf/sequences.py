@@ -22,14 +22,17 @@ class Sequence:
 class SequencePlayer:
     """Hands out the next request of a sequence that has none in flight, starting new sequences as needed.
     Each new sequence plays the next stream of data; its length is ``length`` (± ``variation_pct``), or
-    the stream's own length when no length is given."""
+    the stream's own length when no length is given. Correlation ids count up from ``first_id``; with
+    ``end_id`` they cycle through [first_id, end_id), skipping the ids of live sequences."""
 
     def __init__(self, streams: list[list[Any]], length: int | None, variation_pct: float, first_id: int,
-                 string_ids: bool = False, seed: int = 0):
+                 string_ids: bool = False, seed: int = 0, end_id: int | None = None):
         self._streams = streams
         self._length = length
         self._variation = variation_pct / 100
+        self._first_id, self._end_id = first_id, end_id
         self._next_id = first_id
+        self._live: set[int] = set()
         self._string_ids = string_ids
         self._next_stream = 0
         self._idle: list[Sequence] = []
@@ -48,13 +51,30 @@ class SequencePlayer:
         """The request of ``sequence`` has completed: it may send its next one, unless it has ended."""
         if sequence.position < sequence.length:
             self._idle.append(sequence)
+        else:
+            self._live.discard(int(sequence.correlation_id))
 
     def _start(self) -> Sequence:
         steps = self._streams[self._next_stream % len(self._streams)]
         self._next_stream += 1
-        correlation_id: int | str = str(self._next_id) if self._string_ids else self._next_id
-        self._next_id += 1
+        number = self._take_id()
+        correlation_id: int | str = str(number) if self._string_ids else number
         return Sequence(correlation_id, steps, self._pick_length(len(steps)))
+
+    def _take_id(self) -> int:
+        if self._end_id is None:
+            number = self._next_id
+            self._next_id += 1
+            return number
+        span = self._end_id - self._first_id
+        for _ in range(span):
+            number = self._next_id
+            self._next_id = self._first_id + (self._next_id + 1 - self._first_id) % span
+            if number not in self._live:
+                self._live.add(number)
+                return number
+        raise RuntimeError(f"--sequence-id-range {self._first_id}:{self._end_id}: all {span} ids belong to live "
+                           "sequences; give a wider range")
 
     def _pick_length(self, stream_length: int) -> int:
         if self._length is None:

@@ -137,3 +137,34 @@ def test_sequences_take_their_length_from_the_stream_without_a_sequence_length()
     assert parameters == {"sequence_id": "1", "sequence_start": True, "sequence_end": False}
     second, step, parameters = player.take()
     assert second.length == 1 and step == 4 and parameters["sequence_start"] and parameters["sequence_end"]
+
+
+def test_sequence_ids_cycle_through_the_range_skipping_live_ones():
+    player = SequencePlayer([["a"]], 2, 0, first_id=3, end_id=5)
+    first, _, _ = player.take()
+    second, _, _ = player.take()
+    assert (first.correlation_id, second.correlation_id) == (3, 4)
+    with pytest.raises(RuntimeError, match="--sequence-id-range 3:5: all 2 ids belong to live sequences"):
+        player.take()
+    for sequence in (first, first):  # the second request ends sequence 3: its id is free again
+        player.give_back(sequence)
+        if sequence.position < sequence.length:
+            player.take()
+    third, _, parameters = player.take()
+    assert third.correlation_id == 3 and parameters["sequence_start"]
+
+
+def test_a_limit_stops_sending_after_that_many_requests():
+    async def send(request):
+        await asyncio.sleep(0.001)
+
+    async def scenario():
+        generator = LoadGenerator(send, ["a"], limit=7)
+        generator.start_concurrency(3)
+        await asyncio.wait_for(generator.state.wait_for_count(7).wait(), 5)
+        await asyncio.sleep(0.01)
+        await generator.stop()
+        return generator.state
+
+    state = asyncio.run(scenario())
+    assert state.sent == len(state.completions) == 7
