@@ -1,5 +1,5 @@
 """``validate`` against the real Triton 2.51: every python-backend config of the corpus is
-loaded into one real tritonserver, and validate must agree with what the server did.
+loaded into real tritonservers, and validate must agree with what the server did.
 
 - the server refuses a config  -> validate reports at least one error;
 - the server loads a config    -> validate reports no error, unless the case is listed in
@@ -9,7 +9,8 @@ Refusals that only come from this machine (no GPU, no onnxruntime/TensorRT backe
 repository agents), or from fields this 2.51 server predates, are skipped. A python model
 without ``model.py`` never finishes loading: a load whose python stub fails to start, or
 that does not answer within LOAD_TIMEOUT_S, counts as not loaded. Triton 2.51 then blocks
-every later load, so the server is replaced after such a hang.
+every later load, so the server is replaced after such a hang. Triton answers one load
+request at a time, so the cases are shared out among SERVERS servers that load side by side.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ LOAD_TIMEOUT_S = 30.0
 # shorter wait, once, tells that apart as well.
 EXPECTED_HANG_TIMEOUT_S = 10.0
 LOAD_WORKERS = 4
+# Triton serializes model loads, and a load mostly waits (for its python stub): servers side by
+# side finish sooner, until the two cores are busy.
+SERVERS = 3
 
 # Cases Triton 2.51 loads where validate reports an error on purpose: case id -> why.
 STRICTER_THAN_TRITON: dict[str, str] = {}
@@ -133,17 +137,24 @@ def _load_round(server: TritonServer, members: list[CorpusCase]) -> dict[str, Lo
     return results
 
 
-@pytest.fixture(scope="module")
-def triton_verdicts(tmp_path_factory) -> dict[str, LoadResult]:
-    """Load every case into one real server (a new one only after a load hangs)."""
-    workdir = tmp_path_factory.mktemp("triton")
+def _load_share(workdir: Path, share: list[CorpusCase]) -> dict[str, LoadResult]:
+    """Load ``share`` into one real server (a new one only after a load hangs)."""
     repository = workdir / "repository"
-    repository.mkdir()
+    repository.mkdir(parents=True)
     verdicts: dict[str, LoadResult] = {}
     with TritonServer(repository, workdir) as server:
-        for members in _rounds(CASES):
+        for members in _rounds(share):
             verdicts.update(_load_round(server, members))
     return verdicts
+
+
+@pytest.fixture(scope="module")
+def triton_verdicts(tmp_path_factory) -> dict[str, LoadResult]:
+    workdir = tmp_path_factory.mktemp("triton")
+    shares = [CASES[i::SERVERS] for i in range(SERVERS)]
+    with ThreadPoolExecutor(SERVERS) as pool:
+        results = pool.map(lambda i: _load_share(workdir / f"server-{i}", shares[i]), range(SERVERS))
+        return {case_id: verdict for verdicts in results for case_id, verdict in verdicts.items()}
 
 
 def _refusal_not_about_config(verdict: LoadResult) -> str | None:
