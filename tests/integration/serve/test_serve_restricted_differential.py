@@ -97,6 +97,9 @@ def http_outcomes(url: str) -> dict:
         "POST config": ("POST", "/v2/models/identity/config", None),  # the header is checked first
         "POST infer": ("POST", "/v2/models/identity/infer", BODY),
         "POST versioned infer": ("POST", "/v2/models/identity/versions/1/infer", BODY),
+        "POST generate": ("POST", "/v2/models/identity/generate", {"INPUT0": [2.0]}),
+        "POST generate_stream": ("POST", "/v2/models/identity/versions/1/generate_stream", {"INPUT0": 2.0}),
+        "GET generate": ("GET", "/v2/models/identity/generate", None),  # the header is checked first
         "GET stats": ("GET", "/v2/models/stats", None),
         "GET model stats": ("GET", "/v2/models/identity/stats", None),
         "POST repository index": ("POST", "/v2/repository/index", None),

@@ -3,8 +3,11 @@
 // `Expect: 100-continue` run on one thread of their own without the GIL, and Python sees whole
 // requests. Requests go into one queue whose eventfd the server's event loop watches, so a burst
 // of requests costs the loop one wake-up. A reply may be sent from any thread (Request.finish):
-// it is queued and written by the transport's thread. A client that closes its connection while
-// its request is in flight shows up as a CANCEL event, so the request can be dropped unrun.
+// it is queued and written by the transport's thread. A reply may also be streamed
+// (Request.start, write, end: chunked transfer coding, each part sent as it comes, as Triton's
+// generate_stream sends Server-Sent Events). A client that closes its connection while its request
+// is in flight, or while its streamed reply is being written, shows up as a CANCEL event, so the
+// request can be dropped unrun or stopped.
 //
 // Where the server forwards headers as request parameters (keep_sent_headers), a request also
 // keeps its headers as the client sent them: names in the client's spelling, and values with
@@ -62,7 +65,8 @@ struct RequestState {
   // the server keeps them.
   std::vector<std::pair<std::string, std::string>> sent;
   evbuffer* body = nullptr;  // taken by Python once
-  bool finished = false;     // a reply was queued (guarded by the server's reply mutex)
+  bool finished = false;     // a whole reply, or a streamed reply's end, was queued (the reply mutex)
+  bool streaming = false;    // a streamed reply was started (the reply mutex)
   ~RequestState() {
     if (body != nullptr) evbuffer_free(body);
   }
@@ -73,12 +77,16 @@ struct Event {
   std::shared_ptr<RequestState> request;
 };
 
+// What a reply does: the whole reply at once, or a streamed reply's head, one part, or its end.
+enum ReplyKind { kWhole = 0, kStart = 1, kPart = 2, kEnd = 3 };
+
 struct Reply {
   std::shared_ptr<RequestState> request;
   int status;
   std::string reason;
   std::vector<std::pair<std::string, std::string>> headers;
   evbuffer* body;
+  ReplyKind kind = kWhole;
 };
 
 std::string Lower(const char* text) {
@@ -215,15 +223,19 @@ class Server : public std::enable_shared_from_this<Server> {
   int fd() const { return events_.fd(); }
   EventQueue<Event>& events() { return events_; }
 
-  // From any thread: queue the reply; the transport's thread writes it.
+  // From any thread: queue the reply (or a step of a streamed one); the transport's thread writes
+  // it. A whole reply or a start is taken once per request, parts and the end only after a start.
   void Send(Reply reply) {
     {
       std::lock_guard<std::mutex> lock(reply_mu_);
-      if (reply.request->finished || stopped_) {
+      RequestState* state = reply.request.get();
+      bool in_order = reply.kind == kWhole || reply.kind == kStart ? !state->streaming : state->streaming;
+      if (state->finished || stopped_ || !in_order) {
         evbuffer_free(reply.body);
         return;
       }
-      reply.request->finished = true;
+      if (reply.kind == kStart) state->streaming = true;
+      if (reply.kind == kWhole || reply.kind == kEnd) state->finished = true;
       replies_.push_back(std::move(reply));
     }
     event_active(wake_, EV_READ, 0);
@@ -247,9 +259,12 @@ class Server : public std::enable_shared_from_this<Server> {
     event_base_loopbreak(base_);
     thread_.join();
     for (auto& entry : in_flight_) {  // never answered: evhttp_free closes their connections
-      if (entry.second->watch != nullptr) event_free(entry.second->watch);
-      entry.second->watch = nullptr;
-      entry.second->req = nullptr;
+      RequestState* state = entry.second.get();
+      if (state->watch != nullptr) event_free(state->watch);
+      state->watch = nullptr;
+      evhttp_connection* connection = state->req == nullptr ? nullptr : evhttp_request_get_connection(state->req);
+      if (connection != nullptr) evhttp_connection_set_closecb(connection, nullptr, nullptr);  // a stream's
+      state->req = nullptr;
     }
     in_flight_.clear();
     Free();
@@ -432,26 +447,71 @@ class Server : public std::enable_shared_from_this<Server> {
     }
     uint64_t answered = 0;  // replies with no connection left to write them to
     for (Reply& reply : replies) {
-      RequestState* state = reply.request.get();
-      if (state->watch != nullptr) event_free(state->watch);
-      state->watch = nullptr;
-      if (state->req != nullptr && evhttp_request_get_connection(state->req) != nullptr) {
-        evkeyvalq* out = evhttp_request_get_output_headers(state->req);
-        for (auto& header : reply.headers) evhttp_add_header(out, header.first.c_str(), header.second.c_str());
-        AddConnectLength(state->req, reply.body);
-        CloseIfBodyUnread(state->req);
-        // Counted as answered once written out (OnSent), so a stop never cuts a reply short.
-        evhttp_request_set_on_complete_cb(state->req, &Server::OnSent, self);
-        evhttp_send_reply(state->req, reply.status, reply.reason.c_str(), reply.body);
-      } else {
-        if (state->req != nullptr) evhttp_send_reply(state->req, reply.status, nullptr, nullptr);  // frees it
-        ++answered;
+      switch (reply.kind) {
+        case kStart: self->StartStream(reply); break;
+        case kPart: WritePart(reply); break;
+        case kWhole:
+        case kEnd: answered += self->Finish(reply); break;
       }
-      state->req = nullptr;
       evbuffer_free(reply.body);
-      self->in_flight_.erase(state);
     }
     if (answered != 0) self->Answered(answered);
+  }
+
+  // The head of a streamed reply (chunked where the client speaks HTTP/1.1); the connection stays
+  // watched for the client going away until the reply ends.
+  void StartStream(Reply& reply) {
+    RequestState* state = reply.request.get();
+    if (state->req == nullptr || evhttp_request_get_connection(state->req) == nullptr) return;
+    AddHeaders(state->req, reply);
+    // evhttp may find the client gone (a failed write) before the watch does: told either way.
+    evhttp_connection_set_closecb(evhttp_request_get_connection(state->req), &Server::OnConnectionClosed, state);
+    evhttp_send_reply_start(state->req, reply.status, reply.reason.c_str());
+  }
+
+  static void OnConnectionClosed(evhttp_connection*, void* arg) {
+    auto* state = static_cast<RequestState*>(arg);
+    if (state->watch != nullptr) OnClosed(-1, 0, state);  // else the watch has told already
+  }
+
+  static void WritePart(Reply& reply) {
+    evhttp_request* req = reply.request->req;
+    if (req != nullptr && evhttp_request_get_connection(req) != nullptr) evhttp_send_reply_chunk(req, reply.body);
+  }
+
+  // A whole reply, or a streamed reply's end: the request is done. Returns 1 where no connection
+  // is left to write to (counted as answered at once), else 0 (counted once written out, OnSent).
+  uint64_t Finish(Reply& reply) {
+    RequestState* state = reply.request.get();
+    if (state->watch != nullptr) event_free(state->watch);
+    state->watch = nullptr;
+    evhttp_request* req = state->req;
+    state->req = nullptr;
+    in_flight_.erase(state);
+    bool connected = req != nullptr && evhttp_request_get_connection(req) != nullptr;
+    if (reply.kind == kEnd) {
+      if (req == nullptr) return 1;
+      if (connected) evhttp_connection_set_closecb(evhttp_request_get_connection(req), nullptr, nullptr);
+      // Counted as answered once written out (OnSent), so a stop never cuts a reply short.
+      if (connected) evhttp_request_set_on_complete_cb(req, &Server::OnSent, this);
+      evhttp_send_reply_end(req);  // frees a request whose connection is gone
+      return connected ? 0 : 1;
+    }
+    if (!connected) {
+      if (req != nullptr) evhttp_send_reply(req, reply.status, nullptr, nullptr);  // frees it
+      return 1;
+    }
+    AddHeaders(req, reply);
+    AddConnectLength(req, reply.body);
+    CloseIfBodyUnread(req);
+    evhttp_request_set_on_complete_cb(req, &Server::OnSent, this);
+    evhttp_send_reply(req, reply.status, reply.reason.c_str(), reply.body);
+    return 0;
+  }
+
+  static void AddHeaders(evhttp_request* req, const Reply& reply) {
+    evkeyvalq* out = evhttp_request_get_output_headers(req);
+    for (auto& header : reply.headers) evhttp_add_header(out, header.first.c_str(), header.second.c_str());
   }
 
   static void OnSent(evhttp_request* req, void* arg) {
@@ -526,11 +586,37 @@ class Request {
   // Answer the request, from any thread: `headers` as (name, value) pairs, `body` bytes or a list
   // of buffers sent one after the other. Only the first answer counts.
   void finish(int status, const std::string& reason, py::iterable headers, py::object body) {
-    Reply reply{state_, status, reason, {}, evbuffer_new()};
+    Reply reply{state_, status, reason, Headers(headers), evbuffer_new()};
+    AddBody(reply.body, body);
+    Send(std::move(reply));
+  }
+  // A streamed reply, from any thread: its head (no Content-Length: chunked for HTTP/1.1), then
+  // parts (`write`), then `end`. Ignored once the request is answered.
+  void start(int status, const std::string& reason, py::iterable headers) {
+    Reply reply{state_, status, reason, Headers(headers), evbuffer_new(), kStart};
+    Send(std::move(reply));
+  }
+  void write(py::object body) {
+    Reply reply{state_, 0, "", {}, evbuffer_new(), kPart};
+    AddBody(reply.body, body);
+    Send(std::move(reply));
+  }
+  void end() { Send(Reply{state_, 0, "", {}, evbuffer_new(), kEnd}); }
+  bool operator==(const Request& other) const { return state_ == other.state_; }
+  size_t hash() const { return std::hash<RequestState*>()(state_.get()); }
+
+ private:
+  static std::vector<std::pair<std::string, std::string>> Headers(py::iterable headers) {
+    std::vector<std::pair<std::string, std::string>> out;
     for (py::handle pair : headers) {
       py::tuple item = py::reinterpret_borrow<py::tuple>(pair);
-      reply.headers.emplace_back(ToString(item[0]), ToString(item[1]));
+      out.emplace_back(ToString(item[0]), ToString(item[1]));
     }
+    return out;
+  }
+
+  // `body` (bytes, or a list of buffers) appended to `out`.
+  static void AddBody(evbuffer* out, py::object body) {
     std::vector<py::buffer_info> parts;
     if (py::isinstance<py::list>(body) || py::isinstance<py::tuple>(body)) {
       for (py::handle part : body) parts.push_back(py::reinterpret_borrow<py::buffer>(part).request());
@@ -542,20 +628,17 @@ class Request {
     // Copying a small body is cheaper than handing the GIL over and waiting to get it back.
     std::unique_ptr<py::gil_scoped_release> release;
     if (length > (1u << 20)) release = std::make_unique<py::gil_scoped_release>();
-    for (py::buffer_info& part : parts) {
-      evbuffer_add(reply.body, part.ptr, static_cast<size_t>(part.size * part.itemsize));
-    }
-    release.reset();
+    for (py::buffer_info& part : parts) evbuffer_add(out, part.ptr, static_cast<size_t>(part.size * part.itemsize));
+  }
+
+  void Send(Reply reply) {
     if (std::shared_ptr<Server> server = state_->owner.lock()) {
       server->Send(std::move(reply));
     } else {
       evbuffer_free(reply.body);
     }
   }
-  bool operator==(const Request& other) const { return state_ == other.state_; }
-  size_t hash() const { return std::hash<RequestState*>()(state_.get()); }
 
- private:
   std::shared_ptr<RequestState> state_;
 };
 
@@ -603,6 +686,10 @@ PYBIND11_MODULE(_native, m) {
       .def("take_body", &Request::take_body, "The request body (bytes), once.")
       .def("finish", &Request::finish, py::arg("status"), py::arg("reason"), py::arg("headers"), py::arg("body"),
            "Send the reply (from any thread); only the first reply of a request is sent.")
+      .def("start", &Request::start, py::arg("status"), py::arg("reason"), py::arg("headers"),
+           "Start a streamed reply (from any thread): its head; the body follows by write() and end().")
+      .def("write", &Request::write, py::arg("body"), "One part of a streamed reply (bytes or a list of buffers).")
+      .def("end", &Request::end, "End a streamed reply.")
       .def("__eq__", &Request::operator==)
       .def("__hash__", &Request::hash);
   py::class_<PyServer>(m, "Server")

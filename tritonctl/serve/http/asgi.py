@@ -1,7 +1,8 @@
 """The HTTP transport in Python: an ASGI application on uvicorn, where the C++ one (native.py) is
 not built. A thin edge: it reads the whole request, hands it to ``handlers.HttpHandlers`` and
 writes what it answers (status, headers, body); an inference reply is made on the thread that
-finishes the request and handed to the loop only to be written."""
+finishes the request and handed to the loop only to be written. A streamed reply (a ChunkedBody,
+generate_stream's events) is written part by part as the parts come."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from urllib.parse import quote
 
 from tritonctl.serve.core.errors import ServeError, Status
 from tritonctl.serve.core.server import LoopCompletions
-from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, header_value, infer_target, not_utf8, too_large
+from tritonctl.serve.http.chunked import ChunkedBody
+from tritonctl.serve.http.handlers import (HttpHandlers, HttpRequest, header_value, inference_target, not_utf8,
+                                           too_large)
 
 # The scope key under which the HTTP protocol (``_chunked_with_length_protocol``) keeps the
 # headers' names as the client spelled them, in the order of the scope's ``headers``.
@@ -38,17 +41,12 @@ class AsgiApp:
             request = HttpRequest(scope["method"], "/", scope["headers"], b"")
             self.handlers.refuse(request, exc, answer)
         else:
-            target = infer_target(request.method, request.path)
-            if target is None:
-                await self.handlers.handle(request, answer)
-            else:
-                answered.append(await self._infer(request, *target, receive))
-        status, headers, body = answered[0]
-        if isinstance(body, list):
-            body = b"".join(body)
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            target = inference_target(request.method, request.path)
+            if target is not None:
+                await self._infer(request, target, receive, send)
+                return
+            await self.handlers.handle(request, answer)
+        await _send(send, *answered[0])
 
     async def _read(self, receive, headers: list) -> bytes:
         limit = self.handlers.max_input_size
@@ -69,26 +67,56 @@ class AsgiApp:
             if not message.get("more_body"):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _infer(self, request: HttpRequest, model: str, version: str, receive) -> tuple:
+    async def _infer(self, request: HttpRequest, target: tuple[str, str, str], receive, send) -> None:
         loop = asyncio.get_running_loop()
         if self._completions is None or self._completions.loop is not loop:
             self._completions = LoopCompletions(loop)
         completions = self._completions
         future = loop.create_future()
-        call = self.handlers.begin_infer(model, version, request,
-                                         lambda *answer: completions.push(future, answer, None))
+        call = self.handlers.begin(*target, request, lambda *answer: completions.push(future, answer, None))
         if call is None:  # refused: answered
-            return await future
+            await _send(send, *await future)
+            return
         self.handlers.submit_infer(call)
         # receive() returns again only when the client disconnects: then the request is marked
-        # cancelled, and the batcher drops it if it has not started running.
+        # cancelled, and the batcher drops it if it has not started running (a decoupled model
+        # sees it cancelled). A streamed reply is watched until its end.
         watcher = asyncio.ensure_future(receive())
         watcher.add_done_callback(lambda task: _disconnected(task) and call.cancel())
         try:
-            return await future
+            await _send(send, *await future)
         finally:
             if not watcher.done():
                 watcher.cancel()
+
+
+async def _send(send, status: int, headers: list, body) -> None:
+    if isinstance(body, ChunkedBody):
+        await _stream(send, status, headers, body)
+        return
+    if isinstance(body, list):
+        body = b"".join(body)
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _stream(send, status: int, headers: list, body: ChunkedBody) -> None:
+    """The head without a length (uvicorn then chunks the body), then each part as it comes."""
+    loop = asyncio.get_running_loop()
+    parts: asyncio.Queue = asyncio.Queue()
+
+    def hand_over(part) -> None:
+        try:
+            loop.call_soon_threadsafe(parts.put_nowait, part)
+        except RuntimeError:  # the loop is closed: the server has stopped
+            pass
+
+    body.attach(hand_over, lambda: hand_over(None))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    while (part := await parts.get()) is not None:
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _sent_headers(scope) -> list | None:

@@ -16,6 +16,7 @@ from tritonctl.serve.core.log_settings import DATE_FORMATS, SETTABLE, file_not_s
 from tritonctl.serve.core.shm import REGION, SharedMemoryManager, manager_for, shm_params
 from tritonctl.serve.core.tensors import checked_count, element_count, from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
+from tritonctl.serve.http.json_reader import syntax_error
 
 RESERVED_PARAMETERS = {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers",
                        "binary_data_output"}
@@ -116,8 +117,8 @@ def parse_json_value(buffer):
         return orjson.loads(buffer)
     except orjson.JSONDecodeError as exc:
         value = _with_non_finite(buffer)
-        if value is None:
-            raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        if value is None:  # in Triton's words (RapidJSON's) where they are known
+            raise invalid_arg(f"failed to parse the request JSON buffer: {syntax_error(buffer) or exc}") from None
         return value
 
 

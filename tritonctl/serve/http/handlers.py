@@ -28,6 +28,7 @@ from tritonctl.serve.core.trace_config import http_update
 from tritonctl.serve.http import shm_requests
 from tritonctl.serve.http.codec import (decode_raw_request, decode_request, encode_response, error_body, log_changes,
                                         parse_json)
+from tritonctl.serve.http.generate import ACTIONS as GENERATE_ACTIONS, GenerateReply, decode_generate
 
 log = logging.getLogger("tritonctl.serve.http")
 
@@ -57,7 +58,8 @@ def error_reply(error: ServeError) -> Reply:
 # written one after the other
 Answer = Callable[[int, list, "bytes | list"], None]
 
-MODEL_ACTIONS = ("", "ready", "config", "stats", "infer")
+MODEL_ACTIONS = ("", "ready", "config", "stats", "infer", "generate", "generate_stream")
+INFERENCE_ACTIONS = ("infer", "generate", "generate_stream")
 NOT_FOUND = Reply(404, b'{"error":"Not Found"}')
 METHOD_NOT_ALLOWED = Reply(405, b'{"error":"Method Not Allowed"}')
 
@@ -110,11 +112,15 @@ def path_segments(path: str) -> list[str]:
         raise invalid_arg(f"the request path {path!r} is not valid UTF-8 once percent-decoded") from None
 
 
-def infer_target(method: str, path: str) -> tuple[str, str] | None:
-    """(model, version) when ``path`` is ``/v2/models/NAME[/versions/N]/infer`` and the method POST:
-    the one route a transport asks about first (inference starts without a coroutine). A path
-    that does not decode is left to ``handle``, which refuses it."""
-    if method != "POST" or not path.endswith("/infer"):
+def inference_target(method: str, path: str) -> tuple[str, str, str] | None:
+    """(action, model, version) when ``path`` is ``/v2/models/NAME[/versions/N]/ACTION`` for an
+    action that runs the model (infer, generate, generate_stream) and the method POST: the routes
+    a transport asks about first (inference starts without a coroutine). A path that does not
+    decode is left to ``handle``, which refuses it."""
+    if method != "POST":
+        return None
+    action = path.rpartition("/")[2]
+    if action not in INFERENCE_ACTIONS:
         return None
     try:
         parts = path_segments(path)
@@ -123,15 +129,16 @@ def infer_target(method: str, path: str) -> tuple[str, str] | None:
     if parts[:2] != ["v2", "models"] or not parts[2]:
         return None
     if len(parts) == 4:
-        return parts[2], ""
+        return action, parts[2], ""
     if len(parts) == 6 and parts[3] == "versions" and parts[4].isdigit():
-        return parts[2], parts[4]
+        return action, parts[2], parts[4]
     return None
 
 
 # The --http-restricted-api category of a model route's action (tritonserver's http_server.cc).
 MODEL_ACTION_CATEGORY = {"": restricted.METADATA, "ready": restricted.HEALTH, "config": restricted.MODEL_CONFIG,
-                         "stats": restricted.STATISTICS, "infer": restricted.INFERENCE, "trace": restricted.TRACE}
+                         "stats": restricted.STATISTICS, "infer": restricted.INFERENCE, "trace": restricted.TRACE,
+                         "generate": restricted.INFERENCE, "generate_stream": restricted.INFERENCE}
 TOP_CATEGORY = {"health": restricted.HEALTH, "repository": restricted.MODEL_REPOSITORY,
                 "logging": restricted.LOGGING, "systemsharedmemory": restricted.SHARED_MEMORY,
                 "cudasharedmemory": restricted.SHARED_MEMORY, "trace": restricted.TRACE}
@@ -157,7 +164,7 @@ def api_category(parts: list[str]) -> str:
 class HttpHandlers:
     """Every endpoint, for any transport (native.py, the C++ one over libevent, and asgi.py,
     uvicorn): every endpoint through ``handle``, inference (the route a transport asks
-    ``infer_target`` about first) through ``begin_infer`` and ``submit_infer``. ``forwarding``:
+    ``inference_target`` about first) through ``begin`` and ``submit_infer``. ``forwarding``:
     the headers of an inference request that become its parameters
     (``--http-header-forward-pattern``), None for none; transports keep the headers' names as
     sent (``HttpRequest.sent_headers``) only where it is set. ``restrictions``: the APIs that need
@@ -206,6 +213,48 @@ class HttpHandlers:
         return body
 
     # ---- inference -----------------------------------------------------------------------------
+    def begin(self, action: str, model: str, version: str, request: HttpRequest, answer: Answer) -> InferCall | None:
+        """``begin_infer`` or ``begin_generate``, for an ``inference_target``'s action."""
+        if action == "infer":
+            return self.begin_infer(model, version, request, answer)
+        return self.begin_generate(model, version, request, GENERATE_ACTIONS[action], answer)
+
+    def begin_generate(self, model: str, version: str, request: HttpRequest, streaming: bool,
+                       answer: Answer) -> InferCall | None:
+        """Decode a generate request (generate.py); as ``begin_infer``, except that for
+        ``streaming`` the reply's body is a ChunkedBody the transport writes as it fills."""
+        if self.restrictions is not None:
+            refused = self.refusal(restricted.INFERENCE, request)
+            if refused is not None:
+                self._deliver(refused, request.headers, answer)
+                return None
+        traces = self.server.traces
+        trace = traces.sample(model) if traces.enabled else None
+        path, headers = request.path, request.headers
+        try:
+            if trace is not None:
+                trace.capture("HTTP_RECV_START")
+                trace.capture("HTTP_RECV_END")
+            if len(request.raw) > self.max_input_size:
+                raise too_large(self.max_input_size, len(request.raw))
+            infer = decode_generate(self.server, model, version, header_value(headers, b"content-encoding"),
+                                    request.raw)
+        except Exception as exc:
+            self._deliver(failure_reply(exc, path), headers, answer, trace)
+            return None
+        infer.trace = trace
+
+        def finished() -> None:  # the reply's last part is with the transport
+            if trace is not None:
+                trace.capture("HTTP_SEND_START")
+                trace.capture("HTTP_SEND_END")
+                trace.finish()
+
+        reply = GenerateReply(streaming, answer, finished)
+        infer.stream = reply.on_response
+        infer.complete = lambda response, error: reply.on_response(response, error, True)
+        return InferCall(infer, lambda exc: self._deliver(failure_reply(exc, path), headers, answer, trace))
+
     def begin_infer(self, model: str, version: str, request: HttpRequest, answer: Answer) -> InferCall | None:
         """Decode an inference request. ``answer(status, headers, body)`` runs once: at once when
         the request is refused (then None is returned), else from the thread that finishes it,
@@ -272,7 +321,7 @@ class HttpHandlers:
         self._deliver(failure_reply(error, request.path), request.headers, answer)
 
     async def handle(self, request: HttpRequest, answer: Answer) -> None:
-        """Answer any request but an inference one (``infer_target``)."""
+        """Answer any request but an inference one (``inference_target``)."""
         try:
             reply = await self.route(request)
         except Exception as exc:
@@ -334,7 +383,7 @@ class HttpHandlers:
         if action not in MODEL_ACTIONS:  # an unknown route is 404 whatever the method, as in Triton
             return NOT_FOUND
         server = self.server
-        if action == "infer":  # a POST never comes here (infer_target)
+        if action in INFERENCE_ACTIONS:  # a POST never comes here (inference_target)
             return METHOD_NOT_ALLOWED
         if method != "GET":
             return METHOD_NOT_ALLOWED
@@ -397,8 +446,10 @@ class HttpHandlers:
         if action == "unregister":
             shm.unregister(kind, name)
         else:
-            shm_requests.check_register(shm, kind, name)
-            shm_requests.register(shm, kind, name, parse_json(self.body(request)))
+            shm_requests.check_name(kind, name)
+            body = parse_json(self.body(request))
+            shm_requests.check_cuda(shm, kind, name)
+            shm_requests.register(shm, kind, name, body)
         return Reply(200)
 
     async def trace_setting(self, method: str, model: str, request: HttpRequest) -> Reply:

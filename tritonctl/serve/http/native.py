@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 from http import HTTPStatus
 
-from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, infer_target, not_utf8
+from tritonctl.serve.http.chunked import ChunkedBody
+from tritonctl.serve.http.handlers import HttpHandlers, HttpRequest, inference_target, not_utf8
 from tritonctl.serve.native_front_end import NativeFrontEnd, import_native, make_transport
 
 # Not built where the package was installed without libevent.
@@ -57,7 +58,7 @@ class NativeHttpFrontEnd(NativeFrontEnd):
                 continue
             request = HttpRequest(http.method, path, http.headers, http.take_body(),
                                   http.sent_headers if self.keep_sent_headers else None)
-            target = infer_target(request.method, path)
+            target = inference_target(request.method, path)
             if target is None:
                 asyncio.ensure_future(self._route(http, request))
             else:
@@ -66,17 +67,26 @@ class NativeHttpFrontEnd(NativeFrontEnd):
     async def _route(self, http, request: HttpRequest) -> None:
         await self.handlers.handle(request, lambda status, headers, body: _write(http, status, headers, body))
 
-    def _infer(self, http, request: HttpRequest, model: str, version: str) -> None:
-        call = self.handlers.begin_infer(model, version, request,
-                                         lambda status, headers, body: self._answer(http, status, headers, body))
+    def _infer(self, http, request: HttpRequest, action: str, model: str, version: str) -> None:
+        call = self.handlers.begin(action, model, version, request,
+                                   lambda status, headers, body: self._answer(http, status, headers, body))
         if call is not None:
             self.running[http] = call
             self.handlers.submit_infer(call)
 
     def _answer(self, http, status: int, headers: list, body) -> None:
-        """On the thread that finished the request (the transport is thread-safe)."""
+        """On the thread that finished the request (the transport is thread-safe). A streamed
+        reply stays open, and its request cancellable, until its body ends."""
+        if isinstance(body, ChunkedBody):
+            http.start(status, REASONS.get(status, ""), headers)
+            body.attach(http.write, lambda: self._end(http))
+            return
         self.running.pop(http, None)
         _write(http, status, headers, body)
+
+    def _end(self, http) -> None:
+        self.running.pop(http, None)
+        http.end()
 
 
 def _write(http, status: int, headers: list, body) -> None:

@@ -10,11 +10,15 @@ from tritonctl.serve.core.errors import invalid_arg
 from tritonctl.serve.core.shm import CUDA, SharedMemoryManager
 
 
-def check_register(shm: SharedMemoryManager, kind: str, name: str) -> None:
-    """What Triton refuses before it reads the body: no region name; a CUDA region on a server
-    that cannot open one (Triton built without GPU support answers so)."""
+def check_name(kind: str, name: str) -> None:
+    """What Triton refuses before it reads the body: no region name."""
     if not name:
         raise invalid_arg(f"'region name' is necessary to register {kind} shared memory region")
+
+
+def check_cuda(shm: SharedMemoryManager, kind: str, name: str) -> None:
+    """A CUDA region on a server that cannot open one, refused once the body is read as JSON (a
+    body that is not JSON is refused first, as Triton refuses it)."""
     if kind == CUDA and not shm.cuda_supported():
         raise invalid_arg(f"failed to register CUDA shared memory region: '{name}', GPUs not supported")
 
