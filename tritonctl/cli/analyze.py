@@ -98,7 +98,7 @@ def analyze(
     concurrency: str = typer.Option(None, "--concurrency", help="Concurrency sweep: START:END (powers of two) or "
                                                                 "a list (default 1:256)."),
     request_rate: str = typer.Option(None, "--request-rate", help="Request-rate sweep instead (per second): a list "
-                                                                  "or START:END:STEP."),
+                                                                  "or START[:END[:STEP]]."),
     request_intervals: Path = typer.Option(None, "--request-intervals", metavar="FILE",
                                            help="Replay this trace instead: one interval between sends in µs per "
                                                 "line (perf_analyzer's format)."),
