@@ -17,6 +17,32 @@ from tritonctl.perf.report import CSV_COLUMNS
 from helpers.cli_runner import cli
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
+# A decoupled model: RESPONSES responses per request, DELAY_S apart, then the final flag alone; a
+# negative INPUT0 makes its second response an error (the request goes on to its final flag).
+RESPONSES, DELAY_S = 3, 0.004
+STREAMER_PY = f"""
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            value = float(pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()[0])
+            for step in range({RESPONSES}):
+                time.sleep({DELAY_S})
+                if value < 0 and step == 1:
+                    sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("step 1 failed")))
+                else:
+                    out = pb_utils.Tensor("OUTPUT0", np.array([step], np.float32))
+                    sender.send(pb_utils.InferenceResponse([out]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
 # A wide stability band: a level that is not stable ends a sweep (as perf_analyzer's does), and these
 # tests are not about stability (the rule has tests of its own).
 FAST = {"measurement_interval_ms": 120, "stability_percentage": 1000, "max_trials": 5}
@@ -27,13 +53,16 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("perf") / "repo"
     write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 500 }")
     write_onnx_only(repo)  # X: [batch, n] with n variable
-    write_accumulator(repo, "accumulator")  # OUTPUT: the running total of INPUT over a sequence
+    # OUTPUT: the running total of INPUT over a sequence. A run ends with sequences still open, whose
+    # batch slots the next run waits for: they are freed after half a second.
+    write_accumulator(repo, "accumulator", idle_us=500_000)
     write_python_model(repo, "decoupled", """
         max_batch_size: 0
         model_transaction_policy { decoupled: true }
         input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
         output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-        """, IDENTITY_PY)
+        instance_group [ { kind: KIND_CPU count: 2 } ]
+        """, STREAMER_PY)
     write_python_model(repo, "slow", """
         max_batch_size: 0
         input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -186,9 +215,9 @@ def test_sequence_model_plays_each_stream_as_one_sequence_and_validates_it(serve
     totals = [[{"OUTPUT": [1]}, {"OUTPUT": [3]}, {"OUTPUT": [6]}], [{"OUTPUT": [10]}, {"OUTPUT": [30]}]]
     data = tmp_path / "streams.json"
     data.write_text(json.dumps({"data": streams, "validation_data": totals}))
-    for protocol in ("http", "grpc"):
+    for protocol, streaming in (("http", False), ("grpc", False), ("grpc", True)):
         result = run_perf(PerfOptions("accumulator", url=url(server, protocol), protocol=protocol, concurrency=(3,),
-                                      input_data=str(data), **FAST))
+                                      input_data=str(data), streaming=streaming, **FAST))
         level = result.levels[0]
         assert level.error_count == 0 and level.request_count > 0, result.warnings
     totals[0][2] = {"OUTPUT": [7]}
@@ -214,9 +243,57 @@ def test_validation_data_mismatch_fails_every_request(server, tmp_path):
         run_perf(PerfOptions("add_sub", url=server.http_url, input_data=str(data), **FAST))
 
 
-def test_decoupled_model_is_refused_clearly(server):
-    with pytest.raises(PerfError, match="'decoupled' is decoupled.*perf_analyzer -i grpc --streaming"):
-        run_perf(PerfOptions("decoupled", url=server.grpc_url, protocol="grpc", **FAST))
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_decoupled_model_needs_streaming(server, protocol):
+    with pytest.raises(PerfError, match="'decoupled' is decoupled .*Decoupled models must be run with `--async` and "
+                                        "`--streaming`"):
+        run_perf(PerfOptions("decoupled", url=url(server, protocol), protocol=protocol, **FAST))
+
+
+def test_streaming_measures_a_decoupled_model_to_its_last_response(server, capsys, tmp_path):
+    export, report = tmp_path / "profile.json", tmp_path / "perf.csv"
+    document, _ = perf_json(capsys, server, "-m", "decoupled", "--streaming", "--concurrency-range", "2",
+                            "--profile-export-file", str(export), "-f", str(report), protocol="grpc")
+    (level,) = document["levels"]
+    assert document["streaming"] and level["error_count"] == 0 and level["request_count"] > 0
+    assert level["responses_per_request"] == RESPONSES and level["response_count"] == RESPONSES * level["request_count"]
+    assert level["p50_latency_us"] >= RESPONSES * DELAY_S * 1e6  # to the last response, not the first
+    assert DELAY_S * 1e6 <= level["avg_first_response_us"] < level["p50_latency_us"]
+    assert level["avg_inter_response_us"] >= DELAY_S * 1e6 * 0.9
+    assert level["response_throughput_per_s"] == pytest.approx(RESPONSES * level["throughput_infer_per_s"], rel=0.01)
+    assert document["total_requests_sent"] == document["server_requests_total"]
+    # The export: every response's arrival, then the empty final response, as perf_analyzer records them.
+    requests = json.loads(export.read_text())["experiments"][0]["requests"]
+    assert requests and all(len(r["response_timestamps"]) == RESPONSES + 1 and len(r["response_outputs"]) ==
+                            RESPONSES + 1 and r["timestamp"] < r["response_timestamps"][0] and
+                            r["response_timestamps"] == sorted(r["response_timestamps"]) for r in requests)
+    header, row = list(csv.reader(io.StringIO(report.read_text())))[:2]
+    assert header[:4] == ["Concurrency", "Inferences/Second", "Response Throughput", "Client Send"]
+    assert float(row[2]) == pytest.approx(RESPONSES * float(row[1]), rel=0.01)
+
+    result = run_perf(PerfOptions("decoupled", url=server.grpc_url, protocol="grpc", streaming=True, concurrency=(),
+                                  request_rates=(60.0,), **FAST))
+    assert result.levels[0].request_count > 0 and result.levels[0].responses.responses == (
+        RESPONSES * result.levels[0].request_count)
+
+
+def test_an_error_inside_the_stream_fails_its_request(server, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": [{"INPUT0": [-1]}, {"INPUT0": [1]}]}))  # every other request fails
+    result = run_perf(PerfOptions("decoupled", url=server.grpc_url, protocol="grpc", streaming=True,
+                                  input_data=str(data), **FAST))
+    level = result.levels[0]
+    assert level.error_count > 0 and level.request_count > 0
+    assert level.responses.responses == RESPONSES * level.request_count  # the failed ones are not counted
+    (warning,) = [w for w in result.warnings if "failed" in w]
+    assert warning.endswith(f"{level.error_count} requests failed (first error: step 1 failed)")
+
+
+def test_streaming_an_ordinary_model(server):
+    result = run_perf(PerfOptions("add_sub", url=server.grpc_url, protocol="grpc", streaming=True, **FAST))
+    level = result.levels[0]
+    assert level.error_count == 0 and level.responses.responses == level.request_count > 0
+    assert result.total_sent == result.server_total.success_count
 
 
 def test_cli_writes_perf_analyzer_csv(server, tmp_path, capsys):
@@ -311,7 +388,9 @@ def test_profile_export_file_as_genai_perf_reads_it(server, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--streaming", "-i", "grpc"], "perf_analyzer's --streaming is not supported"),
+    (["--streaming"], "Streaming is only allowed with gRPC protocol"),
+    (["--streaming", "-i", "grpc", "--sync"], "can not use streaming with synchronous API"),
+    (["--periodic-concurrency-range", "1:4"], "perf_analyzer's --periodic-concurrency-range is not supported"),
     (["--shared-memory", "cuda"], "--shared-memory cuda is not supported"),
     (["--ssl-grpc-use-ssl"], "TLS is not supported"),
     (["-i", "tcp"], "either HTTP or gRPC"),

@@ -212,7 +212,8 @@ def load_model_config(repository: Path, model: str, gpus_for: GpusFor | None = N
         raise AnalyzeError(f"model '{model}' uses the sequence batcher; analyze tunes dynamic batching and "
                            "instances of stateless models only")
     if config.model_transaction_policy.decoupled:
-        raise AnalyzeError(f"model '{model}' is decoupled; analyze measures request/response models only")
+        raise AnalyzeError(f"model '{model}' is decoupled; analyze measures request/response models only "
+                           "(measure it with tritonctl perf -i grpc --streaming)")
     return model_dir, config
 
 

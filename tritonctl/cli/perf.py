@@ -36,6 +36,8 @@ the way perf_analyzer does: windows are repeated until the last 3 agree within 1
 
   tritonctl perf -m mlp --request-intervals trace.txt
 
+  tritonctl perf -m llm -i grpc --streaming --concurrency-range 1:8 --profile-export-file profile.json
+
   tritonctl perf -m model --shape INPUT0:3,224,224 --measurement-interval 1000 --json results.json
 """
 
@@ -105,6 +107,9 @@ def perf(
                                                               "instead of the average (-1: the average)."),
     warmup_request_count: int = typer.Option(0, "--warmup-request-count", help="Requests before measuring."),
     header: list[str] = typer.Option([], "-H", help="HTTP header 'Name:Value' of every request. Repeatable."),
+    streaming: bool = typer.Option(False, "--streaming", help="gRPC: send requests over bidirectional streams, "
+                                                              "as decoupled models need (latency to the last "
+                                                              "response; asynchronous)."),
     grpc_compression_algorithm: str = typer.Option(None, "--grpc-compression-algorithm",
                                                    help="gRPC requests: none, gzip or deflate."),
     input_tensor_format: TensorFormat = typer.Option(TensorFormat.binary, "--input-tensor-format",
@@ -182,6 +187,7 @@ def perf(
             request_parameters=flags.parse_request_parameters(request_parameter),
             record_requests=bool(profile_export_file),
             trace_settings=flags.trace_settings(trace_level, trace_rate, trace_count, log_frequency),
+            streaming=streaming,
         )
         if header and protocol == "grpc":
             err.print("[yellow]warning:[/yellow] -H headers are sent with HTTP requests only, as perf_analyzer does")

@@ -54,6 +54,7 @@ class PerfClient:
             import tritonclient.http.aio as module
         self._module = module
         self._client: Any = None
+        self._streams: Any = None  # the StreamPool of streamed requests, opened by the first one
 
     async def __aenter__(self) -> "PerfClient":
         if self.protocol == "grpc":
@@ -63,6 +64,8 @@ class PerfClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._streams is not None:
+            await self._streams.close()
         await self._client.close()
 
     async def model_info(self, model: str, version: str) -> ModelInfo:
@@ -115,6 +118,17 @@ class PerfClient:
                                             parameters=settings.parameters or None, **(sequence or {}))
         return await self._client.infer(model, inputs, model_version=version, outputs=outputs,
                                         headers=settings.headers or None, **(sequence or {}))
+
+    async def stream_infer(self, model: str, version: str, inputs: list[Any], outputs: list[Any],
+                           sequence: dict[str, Any] | None = None) -> Any:
+        """One request over a gRPC stream (--streaming): a streaming.Answer, its responses' arrival times
+        and the last response with outputs. Raises StreamError for an error response."""
+        from tritonctl.perf.streaming import StreamPool, request_message
+
+        if self._streams is None:
+            self._streams = StreamPool(self.url, self.settings.compression, self.timeout_s)
+        return await self._streams.infer(request_message(model, version, inputs, outputs, self.settings.parameters,
+                                                         sequence))
 
     async def update_trace_settings(self, model: str, settings: dict[str, Any]) -> None:
         """Triton's trace settings for ``model`` (perf_analyzer's --trace-* options)."""

@@ -1,5 +1,7 @@
-"""perf_analyzer's ``--profile-export-file``: every request of every level, with its send and answer
-times, and the windows' boundaries, in the JSON that perf_analyzer writes and genai-perf reads."""
+"""perf_analyzer's ``--profile-export-file``: every request of every level, with its send time and the
+arrival time of each of its responses (one for a unary request; with --streaming every response, the
+empty final one included, as perf_analyzer records them), and the windows' boundaries, in the JSON that
+perf_analyzer writes and genai-perf reads."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ class LevelRecord:
     concurrency: int | None
     request_rate: float | None
     window_boundaries: list[int]
-    requests: list[tuple[int, int]]  # (sent, answered), answered requests only
+    requests: list[tuple[int, tuple[int, ...]]]  # (sent, response times), answered requests only
 
 
 def record_level(options: PerfOptions, concurrency: int | None, rate: float | None, windows: list[Window],
@@ -36,8 +38,12 @@ def record_level(options: PerfOptions, concurrency: int | None, rate: float | No
                 boundaries.append(edge)
     if not concurrency and not rate:
         rate = mean_rate(options.request_intervals)  # a trace: its mean rate, as perf_analyzer labels it
-    return LevelRecord(concurrency, rate, boundaries,
-                       [(c.end_ns - c.latency_ns + offset, c.end_ns + offset) for c in completions if c.ok])
+    requests = []
+    for c in completions:
+        if c.ok:
+            answered = c.responses.times_ns if c.responses is not None else (c.end_ns,)
+            requests.append((c.end_ns - c.latency_ns + offset, tuple(t + offset for t in answered)))
+    return LevelRecord(concurrency, rate, boundaries, requests)
 
 
 def check_export_path(path: str) -> None:
@@ -53,8 +59,8 @@ def to_profile_export(records: list[LevelRecord]) -> str:
                        else ("request_rate", record.request_rate))
         experiments.append({
             "experiment": {"mode": mode, "value": value},
-            "requests": [{"timestamp": sent, "request_inputs": {}, "response_timestamps": [answered],
-                          "response_outputs": [{}]} for sent, answered in record.requests],
+            "requests": [{"timestamp": sent, "request_inputs": {}, "response_timestamps": list(answered),
+                          "response_outputs": [{} for _ in answered]} for sent, answered in record.requests],
             "window_boundaries": record.window_boundaries,
         })
     return json.dumps({"experiments": experiments, "version": FORMAT_VERSION, "service_kind": "triton",

@@ -13,10 +13,9 @@ from tritonctl.perf.options import PerfError, Range, parse_range, range_levels
 
 _TLS = "TLS is not supported by tritonctl perf; measure over a plain connection (or put a proxy in front)"
 UNSUPPORTED = {
-    "--streaming": "gRPC streaming is not driven by tritonctl perf (its requests are unary); measure "
-                   "decoupled models with perf_analyzer -i grpc --streaming",
-    "--periodic-concurrency-range": "it needs gRPC streaming, which tritonctl perf does not drive",
-    "--request-period": "it belongs to --periodic-concurrency-range, which needs gRPC streaming",
+    "--periodic-concurrency-range": "concurrency that grows every --request-period responses is not supported; "
+                                    "measure levels with --concurrency-range and --streaming",
+    "--request-period": "it belongs to --periodic-concurrency-range, which is not supported",
     "--session-concurrency": "it is for perf_analyzer's OpenAI service kind",
     "--endpoint": "it is for perf_analyzer's OpenAI service kind",
     "--num-of-sequences": "sequences are started as the load needs them, one request in flight each "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator
 
 from tritonctl.perf.intervals import gaps_s
+from tritonctl.perf.measurement import Responses
 
 DELAY_THRESHOLD_NS = 2_000_000  # a scheduled send that leaves more than 2 ms late counts as delayed
 
@@ -20,6 +21,7 @@ class Completion:
     end_ns: int
     latency_ns: int
     ok: bool
+    responses: Responses | None = None  # a streamed request's responses; it ends at the last one
 
 
 @dataclass
@@ -43,9 +45,11 @@ class LoadState:
 
 class LoadGenerator:
     """Runs ``send(request)`` over the prepared requests (round-robin) until ``stop()``, or until
-    ``limit`` requests have been sent."""
+    ``limit`` requests have been sent. A send that returns the request's ``Responses`` (a streamed
+    request) is timed to its last response."""
 
-    def __init__(self, send: Callable[[Any], Awaitable[None]], requests: list[Any], limit: int | None = None):
+    def __init__(self, send: Callable[[Any], Awaitable[Responses | None]], requests: list[Any],
+                 limit: int | None = None):
         self._send = send
         self._requests = requests
         self._limit = limit
@@ -107,16 +111,16 @@ class LoadGenerator:
         state = self.state
         state.sent += 1
         start = time.perf_counter_ns()
-        ok = True
+        ok, responses = True, None
         try:
-            await self._send(request)
+            responses = await self._send(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             ok = False
             if state.first_error is None:
                 state.first_error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        end = time.perf_counter_ns()
-        state.completions.append(Completion(end, end - start, ok))
+        end = responses.last_ns if responses is not None else time.perf_counter_ns()
+        state.completions.append(Completion(end, end - start, ok, responses))
         if state.target and len(state.completions) >= state.target:
             state.reached.set()

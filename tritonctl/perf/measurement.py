@@ -8,6 +8,59 @@ STABILITY_WINDOWS = 3
 PERCENTILES = (50, 90, 95, 99)
 
 
+@dataclass(frozen=True)
+class Responses:
+    """When each response of a streamed request arrived (perf_counter ns). The last one may be the
+    empty response that only carries the final flag (``empty_final``), which is not counted."""
+
+    times_ns: tuple[int, ...]
+    empty_final: bool = False
+
+    @property
+    def count(self) -> int:
+        return len(self.times_ns) - self.empty_final
+
+    @property
+    def last_ns(self) -> int:
+        """The last response with outputs, as perf_analyzer ends a request's latency; the final flag
+        alone when no response had outputs."""
+        return self.times_ns[self.count - 1] if self.count else self.times_ns[-1]
+
+
+@dataclass
+class ResponseStats:
+    """The responses of streamed requests (--streaming), summed over a window's completed requests."""
+
+    requests: int = 0
+    responses: int = 0
+    answered: int = 0  # requests with at least one response
+    first_ns: int = 0  # sum of those requests' times to their first response
+    gaps: int = 0
+    gaps_ns: int = 0  # sum of the gaps between successive responses of a request
+
+    def add(self, start_ns: int, responses: Responses) -> None:
+        times = responses.times_ns[:responses.count]
+        self.requests += 1
+        self.responses += len(times)
+        if times:
+            self.answered += 1
+            self.first_ns += times[0] - start_ns
+            self.gaps += len(times) - 1
+            self.gaps_ns += times[-1] - times[0]
+
+    def __add__(self, other: "ResponseStats") -> "ResponseStats":
+        return ResponseStats(**{k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__})
+
+    def as_dict(self) -> dict:
+        """Per request: responses, the time to the first one and between two (µs)."""
+        return {
+            "response_count": self.responses,
+            "responses_per_request": round(self.responses / self.requests, 3) if self.requests else 0.0,
+            "avg_first_response_us": round(self.first_ns / self.answered / 1e3, 1) if self.answered else 0.0,
+            "avg_inter_response_us": round(self.gaps_ns / self.gaps / 1e3, 1) if self.gaps else 0.0,
+        }
+
+
 @dataclass
 class Window:
     """One measurement window: the requests that completed in it and the server statistics delta."""
@@ -19,6 +72,20 @@ class Window:
     delayed: int = 0  # request-rate mode: sends that left later than scheduled
     client_cpu_s: float = 0.0
     server: "ServerStats | None" = None
+    responses: ResponseStats | None = None  # streamed requests only
+
+    @classmethod
+    def of(cls, start_ns: int, end_ns: int, done: list, delayed: int, client_cpu_s: float,
+           server: "ServerStats | None", streamed: bool = False) -> "Window":
+        """The window of the requests ``done`` (the load generator's completions) between two edges;
+        ``streamed``: with their responses counted."""
+        ok = [c for c in done if c.ok]
+        responses = ResponseStats() if streamed else None
+        for c in ok:
+            if responses is not None and c.responses is not None:
+                responses.add(c.end_ns - c.latency_ns, c.responses)
+        return cls(start_ns, end_ns, [c.latency_ns for c in ok], len(done) - len(ok), delayed, client_cpu_s,
+                   server, responses)
 
     @property
     def duration_s(self) -> float:
@@ -115,6 +182,12 @@ class LevelResult:
     # a repeat of the measurement is expected within about this much of the merged value.
     throughput_spread: float = 0.0
     p99_spread: float = 0.0
+    responses: ResponseStats | None = None  # streamed requests only
+
+    @property
+    def response_throughput(self) -> float:
+        """Responses per second (perf_analyzer's response throughput of a decoupled model); 0 unless streamed."""
+        return self.responses.responses / self.duration_s if self.responses and self.duration_s else 0.0
 
     @property
     def server_queue_us(self) -> float:
@@ -144,6 +217,9 @@ class LevelResult:
             row["server_compute_input_us"] = round(s.per_request_us(s.compute_input_ns), 1)
             row["server_compute_infer_us"] = round(s.per_request_us(s.compute_infer_ns), 1)
             row["server_compute_output_us"] = round(s.per_request_us(s.compute_output_ns), 1)
+        if self.responses is not None:
+            row["response_throughput_per_s"] = round(self.response_throughput, 3)
+            row.update(self.responses.as_dict())
         return row
 
 
@@ -153,11 +229,7 @@ def merge_windows(windows: list[Window], batch_size: int, concurrency: int | Non
     ``extra_percentile``), throughput over their time."""
     latencies = sorted(lat for w in windows for lat in w.latencies_ns)
     duration = sum(w.duration_s for w in windows)
-    server = None
-    if all(w.server is not None for w in windows) and windows:
-        server = ServerStats()
-        for w in windows:
-            server = server + w.server
+    server = _total([w.server for w in windows], ServerStats)
     return LevelResult(
         concurrency=concurrency, request_rate=request_rate, stable=stable, windows=total_windows,
         request_count=len(latencies), error_count=sum(w.errors for w in windows),
@@ -170,7 +242,18 @@ def merge_windows(windows: list[Window], batch_size: int, concurrency: int | Non
         server=server,
         throughput_spread=relative_spread([w.throughput for w in windows]),
         p99_spread=relative_spread([w.latency_us(99) for w in windows]),
+        responses=_total([w.responses for w in windows], ResponseStats),
     )
+
+
+def _total(parts: list, kind: type):
+    """The sum of the windows' parts, or None when a window has none."""
+    if not parts or any(part is None for part in parts):
+        return None
+    total = kind()
+    for part in parts:
+        total = total + part
+    return total
 
 
 def relative_spread(values: list[float]) -> float:

@@ -56,6 +56,7 @@ class PerfOptions:
     request_parameters: dict[str, object] = field(default_factory=dict)  # gRPC request parameters
     record_requests: bool = False  # keep every request's timestamps (--profile-export-file)
     trace_settings: dict[str, object] = field(default_factory=dict)  # the model's trace settings, set first
+    streaming: bool = False  # gRPC bidirectional streams (decoupled models); asynchronous, as in perf_analyzer
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,10 @@ def check_options(options: PerfOptions) -> None:
     """Reject combinations that cannot produce a measurement, before any connection is made."""
     if options.protocol not in ("http", "grpc"):
         raise PerfError(f"-i {options.protocol!r}: the protocol is 'http' or 'grpc'")
+    if options.streaming and options.protocol != "grpc":
+        raise PerfError("Streaming is only allowed with gRPC protocol (-i grpc)")
+    if options.streaming and options.async_mode is False:
+        raise PerfError("can not use streaming with synchronous API (--sync)")
     loads = sum(bool(v) for v in (options.concurrency, options.request_rates, options.request_intervals))
     if loads != 1:
         raise PerfError("give one kind of load: a concurrency range, a request-rate range or request intervals, "

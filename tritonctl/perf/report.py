@@ -15,12 +15,14 @@ CSV_COLUMNS = (
     "server_compute_infer_us", "server_compute_output_us", "request_count", "server_request_count", "error_count",
     "delayed_count", "client_cpu_pct", "windows", "stable",
 )
+STREAMING_COLUMNS = ("response_count", "response_throughput_per_s", "responses_per_request", "avg_first_response_us",
+                     "avg_inter_response_us")  # with --streaming
 
 
 def to_json(result: PerfResult) -> str:
     options = result.options
     document = {
-        "model": options.model, "url": options.url, "protocol": options.protocol,
+        "model": options.model, "url": options.url, "protocol": options.protocol, "streaming": options.streaming,
         "batch_size": options.batch_size, "measurement_mode": options.measurement_mode,
         "levels": [level.as_dict() for level in result.levels],
         "request_intervals": ({"count": len(options.request_intervals), "total_us": sum(options.request_intervals),
@@ -35,7 +37,8 @@ def to_json(result: PerfResult) -> str:
 
 def to_csv(result: PerfResult) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    columns = CSV_COLUMNS + (STREAMING_COLUMNS if result.options.streaming else ())
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for level in result.levels:
         writer.writerow({k: ("" if v is None else v) for k, v in level.as_dict().items()})
@@ -53,8 +56,10 @@ def render_table(result: PerfResult):
                         + " (latencies in ms; queue/compute from the server)",
                   box=box.SIMPLE_HEAD, padding=0, pad_edge=False,  # 11 columns: whole numbers in 80 columns
                   min_width=80)  # and the title on as few lines as the terminal allows
+    streamed = result.options.streaming
     table.add_column("Mean/s" if trace else "Rate/s" if rate_mode else "Conc", justify="right", no_wrap=True)
-    for title in ("Infer/s", "Avg", "p50", "p90", "p95", "p99", "Queue", "Compute", "CPU", "Stable"):
+    for title in ("Infer/s", *(("Resp/s",) if streamed else ()), "Avg", "p50", "p90", "p95", "p99", "Queue",
+                  "Compute", "CPU", "Stable"):
         table.add_column(title, justify="right", no_wrap=True)
     for level in result.levels:
         p = level.percentiles_us
@@ -62,6 +67,7 @@ def render_table(result: PerfResult):
         table.add_row(
             f"{mean_rate(trace):.4g}" if trace else f"{level.request_rate:g}" if rate_mode else str(level.concurrency),
             f"{level.throughput:.1f}",
+            *((f"{level.response_throughput:.1f}",) if streamed else ()),
             *(f"{v / 1000:.2f}" for v in (level.avg_latency_us, p[50], p[90], p[95], p[99])),
             f"{level.server_queue_us / 1000:.2f}" if server else "-",
             f"{level.server_compute_us / 1000:.2f}" if server else "-",
@@ -77,7 +83,9 @@ def to_perf_analyzer_csv(result: PerfResult, verbose: bool = False) -> str:
     levels = sorted(result.levels, key=lambda level: level.throughput)
     with_server = bool(levels) and all(level.server is not None for level in levels)
     percentiles = sorted(levels[0].percentiles_us) if levels else [50, 90, 95, 99]
-    header = ["Concurrency" if result.options.concurrency else "Request Rate", "Inferences/Second", "Client Send"]
+    decoupled = result.model.decoupled  # perf_analyzer adds the response throughput for decoupled models
+    header = ["Concurrency" if result.options.concurrency else "Request Rate", "Inferences/Second",
+              *(["Response Throughput"] if decoupled else []), "Client Send"]
     if with_server:
         header += ["Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer",
                    "Server Compute Output"]
@@ -96,7 +104,8 @@ def _perf_analyzer_row(result: PerfResult, level, with_server: bool, percentiles
     trace = result.options.request_intervals
     load = level.concurrency if result.options.concurrency else (
         level.request_rate if level.request_rate else mean_rate(trace))
-    row = [f"{load:g}", f"{level.throughput:.6g}", "0"]
+    row = [f"{load:g}", f"{level.throughput:.6g}", *([f"{level.response_throughput:.6g}"] if result.model.decoupled
+                                                     else []), "0"]
     if with_server:
         server = level.server
         network = max(level.avg_latency_us - level.server_queue_us - level.server_compute_us, 0.0)

@@ -12,7 +12,7 @@ from tritonctl.perf.export import LevelRecord, record_level
 from tritonctl.perf.inputs import GENERATED, build_workload, request_shapes
 from tritonctl.perf.intervals import describe as describe_intervals
 from tritonctl.perf.loadgen import LoadGenerator
-from tritonctl.perf.measurement import LevelResult, ServerStats, Window, is_stable, merge_windows
+from tritonctl.perf.measurement import LevelResult, Responses, ServerStats, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
 from tritonctl.perf.sequences import DEFAULT_SEQUENCE_LENGTH, SequencePlayer
 from tritonctl.perf.sweep import walk
@@ -60,23 +60,30 @@ async def prepare_requests(client: PerfClient, options: PerfOptions):
     outputs = client.make_outputs([t.name for t in info.outputs])
     streams = [[PreparedRequest(client.make_inputs(r.inputs, datatypes), r.expected) for r in stream]
                for stream in workload.streams]
-    if not info.sequence:
-        async def send(request: PreparedRequest) -> None:
-            result = await client.infer(options.model, options.model_version, request.inputs, outputs)
-            check_outputs(result, request.expected)
 
-        return info, send, [r for stream in streams for r in stream]
+    async def infer(request: PreparedRequest, sequence: dict | None = None) -> Responses | None:
+        responses = None
+        if options.streaming:
+            answer = await client.stream_infer(options.model, options.model_version, request.inputs, outputs,
+                                               sequence)
+            result, responses = answer.result, answer.responses
+        else:
+            result = await client.infer(options.model, options.model_version, request.inputs, outputs, sequence)
+        check_outputs(result, request.expected)
+        return responses
+
+    if not info.sequence:
+        return info, infer, [r for stream in streams for r in stream]
     player = SequencePlayer(streams, options.sequence_length or (None if real_data else DEFAULT_SEQUENCE_LENGTH),
                             options.sequence_length_variation, options.sequence_id_start,
                             info.string_correlation_id, end_id=options.sequence_id_end)
 
-    async def send_in_sequence(_: object) -> None:
+    async def send_in_sequence(_: object) -> Responses | None:
         sequence, request, parameters = player.take()
         try:
-            result = await client.infer(options.model, options.model_version, request.inputs, outputs, parameters)
+            return await infer(request, parameters)
         finally:
             player.give_back(sequence)
-        check_outputs(result, request.expected)
 
     return info, send_in_sequence, [None]
 
@@ -89,10 +96,10 @@ class PreparedRequest:
 
 def check_model(info: ModelInfo, options: PerfOptions) -> None:
     """Refuse what this load generator cannot measure, before any request is sent."""
-    if info.decoupled:
-        raise PerfError(f"model '{info.name}' is decoupled (model_transaction_policy {{ decoupled: true }}): it "
-                        "answers over a gRPC stream, which tritonctl perf does not drive; measure it with "
-                        "perf_analyzer -i grpc --streaming")
+    if info.decoupled and not options.streaming:
+        raise PerfError(f"model '{info.name}' is decoupled (model_transaction_policy {{ decoupled: true }}): "
+                        "Decoupled models must be run with `--async` and `--streaming` and either `-i grpc` or "
+                        "`--service-kind=triton_c_api` (here: -i grpc --streaming)")
     if info.sequence and options.batch_size > 1:
         raise PerfError(f"-b {options.batch_size}: model '{info.name}' has a sequence batcher, whose requests "
                         "each carry one step of one sequence; use -b 1 (the batcher batches sequences itself)")
@@ -117,7 +124,7 @@ def check_outputs(result, expected: dict) -> None:
     import numpy as np
 
     for name, want in expected.items():
-        got = result.as_numpy(name)
+        got = result.as_numpy(name) if result is not None else None
         if got is None:
             raise ValueError(f"validation: the response has no output '{name}'")
         got, want = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
@@ -155,7 +162,8 @@ async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfRes
         if options.trace_settings:
             await client.update_trace_settings(options.model, options.trace_settings)
         result = PerfResult(options, info)
-        check_latency = not (info.sequence if options.async_mode is None else options.async_mode)
+        check_latency = not (options.streaming or (info.sequence if options.async_mode is None
+                                                   else options.async_mode))
         before = await client.statistics(options.model, options.model_version)
         levels = walk(options)
         value = next(levels)
@@ -235,9 +243,9 @@ async def _measure_level(options: PerfOptions, client: PerfClient, generator: Lo
             done = state.completions[mark:]
             mark = len(state.completions)
             new_stats = await client.statistics(options.model, options.model_version)
-            window = Window(start_ns, end_ns, [c.latency_ns for c in done if c.ok], sum(not c.ok for c in done),
-                            state.delayed - delayed_mark, cpu1 - cpu0,
-                            new_stats - stats if stats is not None and new_stats is not None else None)
+            window = Window.of(start_ns, end_ns, done, state.delayed - delayed_mark, cpu1 - cpu0,
+                               new_stats - stats if stats is not None and new_stats is not None else None,
+                               options.streaming)
             delayed_mark, stats = state.delayed, new_stats
             if window.errors and not window.count:
                 raise PerfError(f"every request failed: {state.first_error}")

@@ -67,9 +67,9 @@ async def _together(loads: list[PerfOptions]) -> list[LevelResult]:
                     state = generator.state
                     done, delayed = cuts[i]
                     new_stats = await clients[i].statistics(options.model, options.model_version)
-                    window = Window(start_ns, end_ns, [c.latency_ns for c in done if c.ok],
-                                    sum(not c.ok for c in done), delayed - marks[i][1], cpu1 - cpu0,
-                                    new_stats - stats[i] if stats[i] is not None and new_stats is not None else None)
+                    window = Window.of(start_ns, end_ns, done, delayed - marks[i][1], cpu1 - cpu0,
+                                       new_stats - stats[i] if stats[i] is not None and new_stats is not None
+                                       else None, options.streaming)
                     marks[i] = (marks[i][0] + len(done), delayed)
                     stats[i] = new_stats
                     if window.errors and not window.count:

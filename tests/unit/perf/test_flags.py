@@ -38,8 +38,8 @@ def test_load_flags_refused(args, fragment):
 
 
 def test_unsupported_options_are_named_with_the_reason():
-    with pytest.raises(PerfError, match="perf_analyzer's --streaming is not supported: gRPC streaming"):
-        flags.refuse_extra_args(["--streaming"], ["--model"])
+    with pytest.raises(PerfError, match="perf_analyzer's --periodic-concurrency-range is not supported: concurrency"):
+        flags.refuse_extra_args(["--periodic-concurrency-range", "1:4"], ["--model"])
     with pytest.raises(PerfError, match="--ssl-grpc-use-ssl is not supported: TLS"):
         flags.refuse_extra_args(["--ssl-grpc-use-ssl", "true"], ["--model"])
     with pytest.raises(PerfError, match="no such option: --modle \\(did you mean --model\\?\\)"):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tritonctl.perf.measurement import (LevelResult, ServerStats, Window, is_stable, merge_windows,
+from tritonctl.perf.loadgen import Completion
+from tritonctl.perf.measurement import (LevelResult, Responses, ServerStats, Window, is_stable, merge_windows,
                                             percentile_ns, series_stable)
 
 
@@ -87,3 +88,28 @@ def test_asynchronous_mode_needs_only_the_throughput_to_agree():
     assert not is_stable(windows, 10)
     assert is_stable(windows, 10, check_latency=False)
     assert series_stable([100, 100, 100], None, 0)
+
+
+def test_streamed_requests_count_their_responses_and_end_at_the_last_with_outputs():
+    """perf_analyzer's rules for a decoupled model: the empty final response is not a response, and a
+    request's latency ends at its last response with outputs."""
+    with_empty_final = Responses((1_000, 3_000, 6_000, 6_500), empty_final=True)
+    assert with_empty_final.count == 3 and with_empty_final.last_ns == 6_000
+    assert Responses((2_000,)).count == 1 and Responses((2_000,)).last_ns == 2_000
+    only_the_flag = Responses((4_000,), empty_final=True)
+    assert only_the_flag.count == 0 and only_the_flag.last_ns == 4_000
+
+    done = [Completion(6_000, 6_000, True, with_empty_final), Completion(12_000, 2_000, True, Responses((12_000,))),
+            Completion(13_000, 1_000, False)]
+    window = Window.of(0, int(1e9), done, 0, 0.0, None, streamed=True)
+    assert window.latencies_ns == [6_000, 2_000] and window.errors == 1
+    stats = window.responses
+    assert (stats.requests, stats.responses, stats.answered) == (2, 4, 2)
+    # first responses 1 µs and 2 µs after their sends; gaps of 2 and 3 µs between the first request's three
+    assert stats.as_dict() == {"response_count": 4, "responses_per_request": 2.0, "avg_first_response_us": 1.5,
+                               "avg_inter_response_us": 2.5}
+    level = merge_windows([window, window], 1, 1, None, True, 2)
+    assert level.responses.responses == 8 and level.response_throughput == 4.0
+    assert level.as_dict()["response_throughput_per_s"] == 4.0 and level.as_dict()["responses_per_request"] == 2.0
+    assert Window.of(0, 1, done, 0, 0.0, None).responses is None and "response_count" not in merge_windows(
+        [Window.of(0, 1, done, 0, 0.0, None)], 1, 1, None, True, 1).as_dict()

@@ -59,6 +59,8 @@ def test_shapes():
     ({"measurement_interval_ms": 0}, "positive"),
     ({"input_data": "/no/such/file.json"}, "random"),
     ({"latency_percentile": 100}, "between 1 and 99"),
+    ({"streaming": True}, "Streaming is only allowed with gRPC protocol"),
+    ({"streaming": True, "protocol": "grpc", "async_mode": False}, "can not use streaming with synchronous API"),
 ])
 def test_check_options_rejects(change, fragment):
     with pytest.raises(PerfError, match=fragment):
