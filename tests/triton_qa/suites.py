@@ -573,6 +573,98 @@ SHARED_MEMORY = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python/explicit
+
+def build_identity_fp32(suite_dir: Path, repository: Path) -> None:
+    copy_model(python_model("identity_fp32"), repository)
+
+
+EXPLICIT = Suite(
+    name="L0_backend_python/explicit",
+    tests=("explicit_model_test.py",),
+    build=build_identity_fp32,
+    phases=(Phase(tritonctl_args=("--model-control-mode", "explicit", "--log-verbose", "1"),
+                  triton_args=("--model-control-mode=explicit", "--log-verbose=1")),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/ensemble
+
+def build_ensemble(suite_dir: Path, repository: Path) -> None:
+    """test.sh's models/: 'ensemble' over add_sub_1 and add_sub_2 (python_models/add_sub twice).
+    The stored ensemble config declares dims [ 4 ] where add_sub's and the test's are [ 16 ]: the
+    ensemble's are made [ 16 ] here (no stored version of the three files agrees)."""
+    (repository / "ensemble" / "1").mkdir(parents=True)
+    config = (python_model("ensemble") / "config.pbtxt").read_text().replace("[ 4 ]", "[ 16 ]")
+    (repository / "ensemble" / "config.pbtxt").write_text(config)
+    for name in ("add_sub_1", "add_sub_2"):
+        copy_model(python_model("add_sub"), repository, name)
+
+
+ENSEMBLE = Suite(
+    name="L0_backend_python/ensemble",
+    tests=("ensemble_test.py",),
+    build=build_ensemble,
+    env=NO_SHM_PROBE,
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+    not_applicable={
+        "EnsembleTest.test_ensemble_gpu":
+            "ensemble_gpu's steps include libtorch_float32_float32_float32 on KIND_GPU (a libtorch model of "
+            "Triton's data directory on a GPU); test.sh leaves it out where there is no GPU",
+    },
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/model_readiness
+
+READINESS_MODELS = (  # (name, model file under test_models/, READINESS_FN_RETURN_VALUE, READINESS_FN_DELAY_SECS)
+    ("is_model_ready_fn_returns_true", "readiness_model.py", "true", "0.1"),
+    ("is_model_ready_fn_returns_false", "readiness_model.py", "false", "0.1"),
+    ("is_model_ready_fn_raises_error", "readiness_model.py", "exception", "0.1"),
+    ("is_model_ready_fn_returns_non_boolean", "readiness_model.py", "non_boolean", "0.1"),
+    ("is_model_ready_fn_timeout", "readiness_model.py", "true", "8"),
+    ("is_model_ready_fn_coroutine_returns_true", "readiness_coroutine_model.py", "coroutine", "0.1"),
+)
+
+
+def _is_ready(model_py: str) -> str:
+    """The stored test models name the method ``is_model_ready``, its name before the released
+    python_backend called it ``is_ready()`` (readiness_coroutine_model.py already does)."""
+    return model_py.replace("def is_model_ready(self", "def is_ready(self")
+
+
+def build_model_readiness(suite_dir: Path, repository: Path) -> None:
+    """The user-defined readiness run of test.sh: identity_fp32's config under each model's name
+    with its two parameters, readiness_model.py or readiness_coroutine_model.py as model.py, and
+    the decoupled model of test_models/."""
+    models = suite_dir / "test_models"
+    base = (python_model("identity_fp32") / "config.pbtxt").read_text()
+    for name, source, value, delay in READINESS_MODELS:
+        (repository / name / "1").mkdir(parents=True)
+        config = re.sub(r"(?m)^name:.*", f'name: "{name}"', base)
+        for key, text in (("READINESS_FN_RETURN_VALUE", value), ("READINESS_FN_DELAY_SECS", delay)):
+            config += f'parameters: {{\n  key: "{key}"\n  value: {{ string_value: "{text}" }}\n}}\n'
+        (repository / name / "config.pbtxt").write_text(config)
+        (repository / name / "1" / "model.py").write_text(_is_ready((models / source).read_text()))
+    decoupled = "is_model_ready_fn_returns_true_decoupled"
+    (repository / decoupled / "1").mkdir(parents=True)
+    shutil.copy(models / decoupled / "config.pbtxt", repository / decoupled)
+    (repository / decoupled / "1" / "model.py").write_text(_is_ready((models / decoupled / "model.py").read_text()))
+
+
+MODEL_READINESS = Suite(
+    name="L0_backend_python/model_readiness",
+    tests=("test_model_readiness.py::TestUserDefinedModelReadinessFunction",),
+    build=build_model_readiness,
+    # Its other run (TestModelReadiness: the stub killed with signal 11, then 9, between two cases)
+    # needs the stub's process found by name and killed in between: model_ready_check below.
+    phases=(Phase(tritonctl_args=("--no-strict-readiness", "--log-verbose", "1"),
+                  triton_args=("--strict-readiness=false", "--log-verbose=1")),),
+    case_timeout_s=300,
+    suite_timeout_s=1500,
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -590,4 +682,7 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     DECOUPLED,
     GRPC,
     SHARED_MEMORY,
+    EXPLICIT,
+    ENSEMBLE,
+    MODEL_READINESS,
 )}

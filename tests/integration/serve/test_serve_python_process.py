@@ -11,6 +11,7 @@ HTTP and gRPC."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -181,9 +182,10 @@ class TritonPythonModel:
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_a_stub_killed_while_idle_leaves_its_model_unready(tmp_path, protocol):
+def test_a_stub_killed_while_idle_leaves_its_model_unready(tmp_path, protocol, caplog):
     """As Triton (since the Python backend stopped restarting stubs, and its readiness follows the
-    stub's health): the model reports not ready and its requests fail; the server goes on."""
+    stub's health): the model reports not ready, with Triton's log line for each check
+    (qa/L0_backend_python/model_ready_check), and its requests fail; the server goes on."""
     write_python_model(tmp_path, "restart", """
         max_batch_size: 0
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -201,7 +203,9 @@ def test_a_stub_killed_while_idle_leaves_its_model_unready(tmp_path, protocol):
         deadline = time.monotonic() + 10
         while client.is_model_ready("restart") and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not client.is_model_ready("restart")
+        with caplog.at_level(logging.ERROR, logger="tritonctl.serve"):
+            assert not client.is_model_ready("restart")
+        assert "Model 'restart' version 1 is not ready: Stub process 'restart_0' is not healthy." in caplog.text
         with pytest.raises(InferenceServerException) as failed:
             client.infer("restart", inputs)
         assert failed.value.message() == ("Failed to process the request(s) for model instance 'restart_0', "

@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -27,6 +28,7 @@ from tritonctl.serve.backends import bls, bls_deadlock, own_module, pb_utils
 from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
 from tritonctl.repo_schema.python_model_import import forget_model_modules, import_model_file, model_search_paths
 from tritonctl.serve.stub.errors import describe, execute_failure
+from tritonctl.serve.stub.readiness import ReadinessCheck, has_is_ready, run_is_ready
 from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
 from tritonctl.serve.core.custom_metrics import MetricUser
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
@@ -132,6 +134,7 @@ class PythonBackend(RequestBackend):
         own_module.install()  # `import model` and sys.argv as in Triton's stub
         self.model = self._create()
         self._initialize(model_dir)
+        self._user_readiness = ReadinessCheck(self._start_is_ready) if self._has_is_ready() else None
 
     def _create(self):
         try:
@@ -163,6 +166,22 @@ class PythonBackend(RequestBackend):
             self.metrics_user.close()
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
                                    f"'{self.instance.name}': {describe(exc, self.model_file)}") from None
+
+    # ---- readiness: the model's own is_ready() -------------------------------------------------------
+    def _has_is_ready(self) -> bool:
+        return has_is_ready(self.model)
+
+    def _start_is_ready(self, done) -> None:
+        """Run the model's is_ready() in a thread of its own; ``done`` gets the outcome."""
+        loop = self._event_loop.loop if self._event_loop is not None else None
+        threading.Thread(target=lambda: done(run_is_ready(self.model, loop)), daemon=True,
+                         name=f"{self.instance.name}-is-ready").start()
+
+    def readiness(self) -> str | None:
+        reason = super().readiness()
+        if reason is None and self._user_readiness is not None:
+            reason = self._user_readiness.check()
+        return reason
 
     def _initialize_args(self, model_dir: Path) -> dict:
         """The args ``initialize`` gets, as Triton's."""

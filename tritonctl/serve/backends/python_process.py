@@ -305,6 +305,9 @@ class ProcessPythonBackend(PythonBackend):
         self._remote: RemoteModel | None = None
         self._bls_iterators: dict[tuple, object] = {}  # (channel, call id) -> its response iterator
         self._model_dir = model_dir
+        self._stub_has_is_ready = False  # said by the stub after initialize()
+        self._ready_checks: dict[int, object] = {}  # check id -> called with its outcome
+        self._check_ids = itertools.count(1)
         super().__init__(config, model_dir, version_dir, instance, host, model_file)
 
     # ---- load ------------------------------------------------------------------------------------
@@ -341,10 +344,29 @@ class ProcessPythonBackend(PythonBackend):
             self._stop_stub(5.0)
             raise BackendLoadError(f"failed to initialize python model '{self.config.name}' instance "
                                    f"'{self.instance.name}': {reply['text']}")
+        self._stub_has_is_ready = bool(reply.get("is_ready"))
 
     # ---- health ------------------------------------------------------------------------------------
     def ready(self) -> bool:
         return self._stub is not None and self._stub.alive
+
+    def readiness(self) -> str | None:
+        if not self.ready():
+            return f"Stub process '{self.instance.name}' is not healthy."
+        return super().readiness()
+
+    def _has_is_ready(self) -> bool:
+        return self._stub_has_is_ready
+
+    def _start_is_ready(self, done) -> None:
+        """Ask the stub to run the model's is_ready(); its answer comes back as ``ready_result``."""
+        check = next(self._check_ids)
+        self._ready_checks[check] = done
+        try:
+            self._stub.channel.send({"op": "is_ready", "check": check})
+        except OSError:
+            self._ready_checks.pop(check, None)
+            done(f"Stub process '{self.instance.name}' is not healthy.")
 
     def unhealthy(self, message: str) -> ServeError:
         return internal(f"Failed to process the request(s) for model instance '{self.instance.name}', "
@@ -364,6 +386,10 @@ class ProcessPythonBackend(PythonBackend):
             model_log.log(message["level"], "%s", message["message"])
         elif op == "died":
             self._stub_died()
+        elif op == "ready_result":
+            done = self._ready_checks.pop(message["check"], None)
+            if done is not None:
+                done(message["reason"])
         elif op == "async_failed":
             error = self._execute_error(message["text"])
             log.error("%s", error.message)
@@ -490,6 +516,10 @@ class ProcessPythonBackend(PythonBackend):
             return
         error = self.unhealthy(f"Stub process '{self.instance.name}' is not healthy.")
         self.metrics_user.close()
+        for check in list(self._ready_checks):
+            done = self._ready_checks.pop(check, None)
+            if done is not None:
+                done(error.message)
         log.error("Stub process '%s' is not healthy. It ended (%s); model '%s' is not ready", self.instance.name,
                   self._stub.exit_reason(), self.config.name)
         with self._remote._lock:  # the batch executing now fails as its execute() call returns

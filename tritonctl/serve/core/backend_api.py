@@ -68,6 +68,12 @@ class ModelInstance:
         that died) makes its model report not ready."""
         return True
 
+    def readiness(self) -> str | None:
+        """Why the instance is not ready (None: ready), for a client asking whether its model is:
+        ``ready()``, and whatever else the backend checks (a Python model's own ``is_ready()``,
+        which may take seconds: called off the event loop)."""
+        return None if self.ready() else f"instance '{self.instance.name}' cannot execute"
+
     def text_inputs(self) -> frozenset[str]:
         """The inputs whose BYTES elements this backend needs as UTF-8 text (an onnxruntime string
         tensor): each request's are checked before it is queued, so a client's bytes that are not

@@ -357,7 +357,12 @@ class ModelManager:
             model_version = self.get(name, version)
         except ServeError:
             return False
-        return all(instance.ready() for instance in model_version.instances)
+        for instance in model_version.instances:
+            reason = instance.readiness()
+            if reason is not None:  # Triton's line, one per check
+                log.error("Model '%s' version %s is not ready: %s", name, model_version.version, reason)
+                return False
+        return True
 
     def failed_models(self) -> list[str]:
         """The models whose last load failed (as a whole or in a version), unloaded ones aside."""

@@ -265,7 +265,8 @@ class GrpcHandlers:
         return service_pb2.ServerReadyResponse(ready=self.server.ready())
 
     async def ModelReady(self, request):
-        ready = bool(request.name) and self.server.manager.is_ready(request.name, request.version)
+        ready = bool(request.name) and await asyncio.get_running_loop().run_in_executor(
+            None, self.server.manager.is_ready, request.name, request.version)  # is_ready() may take seconds
         return service_pb2.ModelReadyResponse(ready=ready)
 
     async def ServerMetadata(self, request):

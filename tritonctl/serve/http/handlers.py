@@ -389,9 +389,9 @@ class HttpHandlers:
             return METHOD_NOT_ALLOWED
         if action == "":
             return json_reply(server.model_metadata(name, version))
-        if action == "ready":
-            return Reply(200) if server.manager.is_ready(name, version) else Reply(400, error_body(
-                "Model version not ready"))
+        if action == "ready":  # off the loop: a Python model's own is_ready() may take seconds
+            ready = await asyncio.get_running_loop().run_in_executor(None, server.manager.is_ready, name, version)
+            return Reply(200) if ready else Reply(400, error_body("Model version not ready"))
         if action == "config":
             return json_reply(server.model_config_json(name, version))
         if action == "stats":

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tritonctl.serve.stub import wire
 from tritonctl.serve.stub.errors import describe, execute_failure
+from tritonctl.serve.stub.readiness import has_is_ready, run_is_ready
 
 # Run by ``python -c``: tritonctl's own package found in one directory, nothing else of it on sys.path.
 BOOTSTRAP = ("import importlib.machinery,importlib.util,sys\n"
@@ -347,6 +348,16 @@ class Stub:
                             self._streams.pop(message["call"], None)
                     if first_item is not None:
                         first_item()
+            elif op == "is_ready":  # run beside execute(), as Triton's stub does
+                threading.Thread(target=self.is_ready, args=(message["check"],), daemon=True,
+                                 name="stub-is-ready").start()
+
+    def is_ready(self, check: int) -> None:
+        """The model's is_ready(), its outcome sent back as ``ready_result``."""
+        try:
+            self.channel.send({"op": "ready_result", "check": check, "reason": run_is_ready(self.model, self.loop)})
+        except OSError:
+            pass
 
     def after_fork(self) -> None:
         """In a process the model forked (a ``multiprocessing`` pool, say): a connection of its own
@@ -441,7 +452,7 @@ class Stub:
                 initialize(message["args"])
             except Exception as exc:
                 return {"op": "init_failed", "text": describe(exc, self.model_file)}
-        return {"op": "initialized"}
+        return {"op": "initialized", "is_ready": has_is_ready(self.model)}
 
     def finalize(self, message: dict) -> dict:
         finalize = getattr(self.model, "finalize", None)
