@@ -121,18 +121,17 @@ GRPC_NAME_FIELDS = {"ModelReady": 1, "ModelMetadata": 1, "ModelConfig": 1, "Mode
 
 
 @pytest.mark.parametrize("raw_name", [b"\xff\xfe", b"a\xc3(", b"\xed\xa0\x80"])  # not UTF-8; a lone surrogate
-def test_grpc_names_that_are_not_utf8_are_invalid_argument(served, raw_name):
+def test_grpc_names_that_are_not_utf8_are_refused_as_triton_refuses_them(served, raw_name):
+    # a message that does not parse, in Triton 2.51's words; in a stream, the end of the client's requests
     with grpc.insecure_channel(served.grpc_url) as channel:
         for method, field in GRPC_NAME_FIELDS.items():
             message = bytes([field << 3 | 2, len(raw_name)]) + raw_name  # a length-delimited string field
             with pytest.raises(grpc.RpcError) as caught:
                 channel.unary_unary(f"/inference.GRPCInferenceService/{method}")(message, timeout=10)
-            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, caught.value.details())
-            assert "must be UTF-8" in caught.value.details()
+            assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.INTERNAL,
+                                                                     "Unable to parse request"), method
         stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
-        with pytest.raises(grpc.RpcError) as caught:
-            list(stream(iter([bytes([1 << 3 | 2, len(raw_name)]) + raw_name]), timeout=10))
-        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert list(stream(iter([bytes([1 << 3 | 2, len(raw_name)]) + raw_name]), timeout=10)) == []
     assert_serves(served)
 
 
@@ -272,7 +271,8 @@ def test_declared_shapes_are_held_against_the_bytes_sent_over_grpc(served):
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
         for shape, raw, typed, numbers in ((HUGE, b"\2\0\0\0ab", None, ("expected 1099511627776 string elements",
                                                                          "got 1")),
-                                           (HUGE, None, [b"ab"], ("Expected 1099511627776", "got 1")),
+                                           (HUGE, None, [b"ab"], ("expected 1099511627776 string elements",
+                                                                  "got 1")),
                                            ([1 << 62, 1 << 62], b"", None, ("declares more than",))):
             request = service_pb2.ModelInferRequest(model_name="echo_bytes")
             tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=shape)

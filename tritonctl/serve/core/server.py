@@ -133,7 +133,11 @@ class InferenceServer:
         """Submit from an event loop for a client that takes several responses per request (gRPC
         streaming): ``push(response, error, final)`` runs on that loop for each response of a
         decoupled model, and once (final) for any other model. Returns whether the model is
-        decoupled."""
+        decoupled. Once the server is stopping, a stream's new request is refused as Triton refuses it
+        (its models are unloading)."""
+        if self.stopping:
+            self.manager.get(request.model_name, request.model_version)  # an unknown model is refused as such
+            raise not_found(f"Request for unknown model: '{request.model_name}' has no available versions")
         loop = asyncio.get_running_loop()
         request.complete = lambda response, error: loop.call_soon_threadsafe(push, response, error, True)
         request.stream = lambda response, error, final: loop.call_soon_threadsafe(push, response, error, final)

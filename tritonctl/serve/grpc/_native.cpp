@@ -113,14 +113,18 @@ class Reactor : public grpc::ServerGenericBidiReactor {
     if (ok && state_->method == inline_path_->method && RunInline()) {
       return;
     }
+    if (ok && state_->streaming) {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->finish_requested) return;  // the stream is answered: what its client still sends is dropped
+    }
     if (ok) {
       events_->Push({kMessage, state_, std::move(request_)});
       request_ = grpc::ByteBuffer();
       if (state_->streaming) StartRead(&request_);
     } else if (state_->streaming) {  // the client closed its side of the stream
       events_->Push({kHalfClose, state_, grpc::ByteBuffer()});
-    } else {  // a unary call without its message: answered here, Python never sees it
-      Finish(state_, grpc::Status(grpc::StatusCode::INTERNAL, "the request message is missing"));
+    } else {  // a unary call without its message: answered here as Triton answers it, Python never sees it
+      Finish(state_, grpc::Status(grpc::StatusCode::INTERNAL, "Unable to parse request"));
     }
   }
 
@@ -265,6 +269,10 @@ class Call {
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->cancelled;
   }
+  bool answered() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->finish_requested || state_->reactor == nullptr;
+  }
   bool triton_grpc_error() const { return state_->triton_grpc_error; }
   // Set once, before Python sees the call: read without the lock.
   py::list metadata() const {
@@ -393,6 +401,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("method", &Call::method)
       .def_property_readonly("cancelled", &Call::cancelled,
                              "Whether the client went away (or its deadline passed).")
+      .def_property_readonly("answered", &Call::answered,
+                             "Whether the call has its status (or is gone): a message read after it is dropped.")
       .def_property_readonly("triton_grpc_error", &Call::triton_grpc_error,
                              "Whether the client opened this stream with the header triton_grpc_error: true.")
       .def_property_readonly("metadata", &Call::metadata,

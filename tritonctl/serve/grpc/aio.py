@@ -34,7 +34,8 @@ class AioFrontEnd:
         methods[STREAM.rsplit("/", 1)[1]] = grpc.stream_stream_rpc_method_handler(self._stream)
         health = {"Check": grpc.unary_unary_rpc_method_handler(self._health)}
         self.grpc_server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),
-                                                   grpc.method_handlers_generic_handler(HEALTH_SERVICE, health)))
+                                                   grpc.method_handlers_generic_handler(HEALTH_SERVICE, health),
+                                                   _UnknownMethods()))
         try:
             self.port = self.grpc_server.add_insecure_port(address)
         except RuntimeError:  # grpcio's "Failed to bind to address"
@@ -56,8 +57,8 @@ class AioFrontEnd:
             await context.abort(CODES[code], details)
         return body
 
-    async def _health(self, _payload: bytes, context) -> bytes:
-        return await self._end(context, *self.handlers.health(self._metadata(context)))
+    async def _health(self, payload: bytes, context) -> bytes:
+        return await self._end(context, *self.handlers.health(payload, self._metadata(context)))
 
     def _unary(self, path: str):
         async def method(payload: bytes, context) -> bytes:
@@ -93,3 +94,15 @@ class AioFrontEnd:
         except Exception as exc:
             code, details = status_of(exc, STREAM)
             await context.abort(CODES[code], details)
+
+
+class _UnknownMethods(grpc.GenericRpcHandler):
+    """Any other method: UNIMPLEMENTED with no details, at once, as gRPC C++ answers it (grpc.aio's own
+    answer says "Method not found!")."""
+
+    def service(self, handler_call_details):
+        return grpc.stream_stream_rpc_method_handler(self._refuse)
+
+    @staticmethod
+    async def _refuse(_payloads, context) -> None:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "")

@@ -3,21 +3,23 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from tritonctl.serve.core.errors import invalid_arg, not_found
 from tritonctl.serve.core.log_settings import DATE_FORMATS, SETTABLE, file_not_settable
 from tritonctl.serve.core.shm import (BYTE_SIZE, OFFSET, REGION, SharedMemoryManager, ShmParams, manager_for,
                                       shm_params)
-from tritonctl.serve.core.tensors import checked_count, from_raw, to_raw
+from tritonctl.serve.core.tensors import from_raw, to_raw
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor, RequestedOutput
 
-# datatype -> field of InferTensorContents holding it
-CONTENTS_FIELD = {
-    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
-    "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
-    "UINT64": "uint64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
-}
+# The fields of InferTensorContents in the order Triton reads them, each with the datatype it holds;
+# int_contents and uint_contents also hold the narrower types, as each element's low bytes.
+CONTENTS_FIELDS = {"bool_contents": "BOOL", "int_contents": "INT32", "int64_contents": "INT64",
+                   "uint_contents": "UINT32", "uint64_contents": "UINT64", "fp32_contents": "FP32",
+                   "fp64_contents": "FP64", "bytes_contents": "BYTES"}
+NARROWER = {"int_contents": ("INT8", "INT16"), "uint_contents": ("UINT8", "UINT16")}
 
 
 def parameter_value(param):
@@ -25,25 +27,29 @@ def parameter_value(param):
     return getattr(param, which) if which else None
 
 
-def _typed_contents(tensor, shape: list[int], model: str, request_id: str) -> np.ndarray:
-    field = CONTENTS_FIELD.get(tensor.datatype)
-    if field is None:
-        raise invalid_arg(f"{tensor.datatype} input '{tensor.name}' for model '{model}' must be sent in "
-                          "raw_input_contents")
-    values = getattr(tensor.contents, field)
-    count = checked_count(shape, tensor.name, model)
-    if len(values) != count:
-        if tensor.datatype == "BYTES":
-            raise invalid_arg(f"unexpected number of elements for input '{tensor.name}' for model '{model}'. "
-                              f"Expected {count}, got {len(values)}")
-        size = NUMPY_DTYPE[tensor.datatype].itemsize
-        raise invalid_arg(f"[request id: {request_id or '<id_unknown>'}] input byte size mismatch for input "
-                          f"'{tensor.name}' for model '{model}'. Expected {count * size}, got {len(values) * size}")
-    if tensor.datatype == "BYTES":
-        out = np.empty(len(values), dtype=object)
-        out[:] = list(values)
-        return out.reshape(shape)
-    return np.array(values, dtype=NUMPY_DTYPE[tensor.datatype]).reshape(shape)
+def typed_contents(tensor, model: str) -> bytes:
+    """The raw bytes of a tensor sent in typed contents, as Triton's gRPC front end makes them: each
+    non-empty field in turn must hold the tensor's datatype, and only one may be set. Its byte size
+    is checked afterwards, as raw contents are."""
+    data = b""
+    for field, held in CONTENTS_FIELDS.items():
+        values = getattr(tensor.contents, field)
+        if not values:
+            continue
+        if tensor.datatype in NARROWER.get(field, ()):
+            held = tensor.datatype
+        if data:
+            raise invalid_arg(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}', "
+                              "binary data was already supplied.")
+        if held != tensor.datatype:
+            expected = tensor.datatype if tensor.datatype in NUMPY_DTYPE else "<invalid>"
+            raise invalid_arg(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}' "
+                              f"of type '{held}', expected datatype '{expected}'")
+        if held == "BYTES":
+            data = b"".join(struct.pack("<I", len(value)) + value for value in values)
+        else:  # the narrower types keep each value's low bytes, as a C cast does
+            data = np.array(values, NUMPY_DTYPE[CONTENTS_FIELDS[field]]).astype(NUMPY_DTYPE[held]).tobytes()
+    return data
 
 
 SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
@@ -168,10 +174,13 @@ def _input_data(tensor, request: InferRequest, shm, raw, index: int) -> tuple[np
         if raw:
             raise invalid_arg(f"contents field must not be specified when using raw_input_contents for "
                               f"'{tensor.name}' for model '{model}'")
-        return _typed_contents(tensor, shape, model, request.id), index
-    if index >= len(raw):
+        buffer = typed_contents(tensor, model)
+    elif index >= len(raw):
         raise invalid_arg(f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request.")
-    return from_raw(tensor.datatype, shape, raw[index], tensor.name, model, request.id), index + 1
+    else:
+        buffer = raw[index]
+        index += 1
+    return from_raw(tensor.datatype, shape, buffer, tensor.name, model, request.id), index
 
 
 def _requested_output(output, request: InferRequest, shm) -> RequestedOutput:

@@ -45,23 +45,23 @@ GRPC_ERROR_HEADER = "triton_grpc_error"
 HEALTH = f"/{HEALTH_SERVICE}/Check"
 OK = grpc.StatusCode.OK.value[0]
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
-INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 CODES = {code.value[0]: code for code in grpc.StatusCode}  # int -> grpc.StatusCode
+# Triton's answer to a request message that does not parse (its string fields must be UTF-8).
+UNPARSABLE = (INTERNAL, "Unable to parse request")
 
 Answer = tuple  # (code: int, details: str, body: bytes | None)
 
 
 def status_of(exc: BaseException, method: str = "") -> tuple[int, str]:
     """The status a call that raised ``exc`` ends with: a ServeError's own (Triton's code and
-    text), INVALID_ARGUMENT for a message that does not parse (a client fault: gRPC C++ servers
-    answer INTERNAL), INTERNAL for a bug, which is logged; the server goes on."""
+    text), Triton's ``UNPARSABLE`` for a message that does not parse, INTERNAL for a bug, which is
+    logged; the server goes on."""
     if isinstance(exc, ServeError):
         return grpc.StatusCode[exc.status.grpc_code_name].value[0], exc.message
     if isinstance(exc, DecodeError):
-        return INVALID_ARGUMENT, (f"{exc}: the message does not parse; its string fields (a model name among "
-                                  "them) must be UTF-8")
+        return UNPARSABLE
     log.error("gRPC %s failed", method, exc_info=exc)
     return INTERNAL, f"Unexpected error: {exc}"
 
@@ -133,12 +133,18 @@ class GrpcHandlers:
         return None if message is None else (UNAVAILABLE, message, None)
 
     # ---- health ------------------------------------------------------------------------------
-    def health(self, metadata=()) -> Answer:
+    def health(self, payload: bytes, metadata=()) -> Answer:
         """The HealthCheckResponse (any service name): SERVING (1) when the server is ready, else
-        NOT_SERVING (2); the two-field message is encoded by hand to avoid another dependency."""
+        NOT_SERVING (2); the two-field message is encoded by hand to avoid another dependency. The
+        request, a HealthCheckRequest (one string, field 1), is parsed as a message of the same wire
+        form from this service."""
         refused = self.refusal(HEALTH, metadata)
         if refused is not None:
             return refused
+        try:
+            service_pb2.SystemSharedMemoryStatusRequest.FromString(payload)
+        except DecodeError:
+            return (*UNPARSABLE, None)
         return OK, "", b"\x08\x01" if self.server.ready() else b"\x08\x02"
 
     # ---- ModelInfer, the hot path ------------------------------------------------------------
@@ -222,7 +228,8 @@ class GrpcHandlers:
     async def stream(self, payloads: AsyncIterator[bytes], grpc_error: bool = False,
                      metadata=()) -> AsyncIterator[bytes]:
         """The serialized ModelStreamInferResponses of a stream of ModelInferRequests; a message
-        that does not parse ends the stream (raises DecodeError, which ``status_of`` maps).
+        that does not parse ends the reading, as the client's half-close does (Triton's gRPC reads
+        it as a failed read): the requests in flight are answered and the stream ends OK.
         ``grpc_error``: the client's header ``triton_grpc_error: true``; the first error ends the
         stream too (raises it as a ServeError). ``metadata``: the stream's client metadata, whose
         forwarded headers every request of the stream gets, as in Triton. A stream restricted to a
@@ -234,7 +241,11 @@ class GrpcHandlers:
 
         async def messages():
             async for payload in payloads:
-                yield service_pb2.ModelInferRequest.FromString(payload)
+                try:
+                    message = service_pb2.ModelInferRequest.FromString(payload)
+                except DecodeError:
+                    return
+                yield message
 
         async for message in StreamSession(self.server, messages(), grpc_error, forwarded).run():
             yield message.SerializeToString()
@@ -244,8 +255,8 @@ class GrpcHandlers:
         """A unary method by its path: its answer, whatever happens. ``metadata``: the call's
         client metadata, where ``wants_metadata``."""
         entry = self.unary.get(path)
-        if entry is None:
-            return UNIMPLEMENTED, "Method not found!", None
+        if entry is None:  # as gRPC C++ answers a method no service has
+            return UNIMPLEMENTED, "", None
         refused = self.refusal(path, metadata)
         if refused is not None:
             return refused

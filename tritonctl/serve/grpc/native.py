@@ -63,7 +63,7 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
                 stream = self.open.get(call) if call.method == STREAM else None
                 if stream is not None:
                     stream.inbox.put_nowait(payload)
-                else:
+                elif not getattr(call, "answered", False):  # not what a stream's client sent after its end
                     self._start(call, payload)
             elif kind == _native.HALF_CLOSE:
                 stream = self.open.get(call)
@@ -85,7 +85,7 @@ class NativeGrpcFrontEnd(NativeFrontEnd):
             self.open[call] = stream
             stream.inbox.put_nowait(payload)
         elif method == HEALTH:
-            call.finish(*self.handlers.health(self._metadata(call)))
+            call.finish(*self.handlers.health(payload, self._metadata(call)))
         else:
             self.open[call] = asyncio.ensure_future(self._unary(call, payload))
 

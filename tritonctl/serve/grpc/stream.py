@@ -73,7 +73,7 @@ class StreamSession:
                 if isinstance(message, ServeError):  # triton_grpc_error: the status ends the stream
                     raise message
                 yield message
-            if self.failure is not None:  # a request message that did not parse ends the stream with its status
+            if self.failure is not None:  # reading the client's messages failed: the stream ends with that status
                 raise self.failure
         finally:
             self.server.streams.discard(self)
@@ -91,7 +91,7 @@ class StreamSession:
                 self._start(message)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the client's message does not parse
+        except Exception as exc:  # the transport could not give the client's next message
             self.failure = exc
         finally:
             self.reading = False
