@@ -24,7 +24,6 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from helpers.serve_clients import assert_serves
 from helpers.serve_models import add_sub_onnx, write_add_sub
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 

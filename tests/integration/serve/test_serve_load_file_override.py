@@ -12,7 +12,6 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest

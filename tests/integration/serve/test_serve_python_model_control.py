@@ -116,7 +116,8 @@ def test_a_model_loads_another_from_files_it_sends(served):
 def test_what_the_server_refuses_reaches_the_model(served):
     client = httpclient.InferenceServerClient(served.http_url)
     assert "failed to load 'nowhere'" in order(client, "load", "nowhere")["refused"]
-    assert "load failed for model 'target': the 'config' override is not a valid ModelConfig JSON" in \
+    assert "failed to load 'target', failed to poll from model repository: the 'config' override is not a "\
+           "valid ModelConfig JSON" in \
         order(client, "load", "target", "{not json")["refused"]
     assert "version" in order(client, "ready", "target", "x")["refused"]  # a version that cannot be one
 

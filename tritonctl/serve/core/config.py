@@ -22,6 +22,7 @@ SERVE = "SERVE"  # the code of what the server itself refuses in a config (not a
 class LoadedConfig:
     config: object | None  # ModelConfig, None when it could not be built
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    unreadable: bool = False  # the config text is no ModelConfig at all: Triton fails such a load in its poll
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -74,8 +75,9 @@ def available_gpus(backend: str) -> tuple[int, ...]:
     return gpus
 
 
-def _error(model_dir: Path, message: str) -> LoadedConfig:
-    return LoadedConfig(None, [Diagnostic(SERVE, Severity.ERROR, message, model_dir, model=model_dir.name)])
+def _error(model_dir: Path, message: str, unreadable: bool = False) -> LoadedConfig:
+    return LoadedConfig(None, [Diagnostic(SERVE, Severity.ERROR, message, model_dir, model=model_dir.name)],
+                        unreadable)
 
 
 def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None,
@@ -140,7 +142,7 @@ def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
             raise json_format.ParseError(f"a ModelConfig is a JSON object, got {type(value).__name__}")
         json_format.ParseDict(value, message)
     except (ValueError, json_format.ParseError) as exc:
-        return _error(model_dir, f"the 'config' override is not a valid ModelConfig JSON: {exc}")
+        return _error(model_dir, f"the 'config' override is not a valid ModelConfig JSON: {exc}", unreadable=True)
     try:
         check_config(message, model_dir)  # before anything the override names is read
     except Escape as exc:

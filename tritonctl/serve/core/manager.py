@@ -17,7 +17,7 @@ from tritonctl.serve.core.backend_api import BackendLoadError, BackendRegistry, 
 from tritonctl.serve.core.cache import ResponseCache
 from tritonctl.serve.core.config import load_config
 from tritonctl.serve.core.confine import Escape, check_disk_config, check_file_override, check_model_dir, inside
-from tritonctl.serve.core.errors import ServeError, Status, invalid_arg, not_found, unavailable
+from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
 
@@ -173,7 +173,7 @@ class ModelManager:
             loaded = load_config(model_dir, self.config_name, config_override, self.backends.complete_config)
             if loaded.errors or loaded.config is None:
                 entry.error = loaded.error_text() or "the config could not be built"
-                self._fail(entry, old, serving, [])
+                self._fail(entry, old, serving, [], unreadable=loaded.unreadable)
             config = loaded.config
             config.name = name
             available = [v.version for v in version_dirs(model_dir) if v.version is not None and v.version >= 0]
@@ -211,14 +211,19 @@ class ModelManager:
                 self._fail(entry, old, serving, fresh)
             self._install(name, entry, old)
 
-    def _fail(self, entry: ModelEntry, old: ModelEntry | None, serving: bool, fresh: list) -> None:
-        """Raise the load failure of ``entry``. Where ``old`` serves, it goes on serving and the
+    def _fail(self, entry: ModelEntry, old: ModelEntry | None, serving: bool, fresh: list,
+              unreadable: bool = False) -> None:
+        """Raise the load failure of ``entry``, in Triton's words: a poll failure where the config
+        is ``unreadable``, else the failed versions. Where ``old`` serves, it goes on serving and the
         versions this load started (``fresh``) are stopped; else ``entry`` is recorded, so the
         repository index tells the reason."""
         name = entry.name
         failures = [f"version {v} is at UNAVAILABLE state: {s.reason}" for v, s in entry.states.items()
                     if s.state != READY]
-        message = f"load failed for model '{name}': " + "; ".join(filter(None, [entry.error, *failures]))
+        detail = "; ".join(filter(None, [entry.error, *failures]))
+        error = override_files.poll_failure(name, detail) if unreadable else \
+            invalid_arg(f"load failed for model '{name}': {detail}")
+        message = error.message
         if serving:
             old.failed_fingerprint = entry.fingerprint  # poll mode retries only once the files change again
             old.reload_error = f"{message}; the versions that were serving go on serving"
@@ -227,7 +232,7 @@ class ModelManager:
             log.error("%s; the versions that were serving go on serving", message)
         else:
             self._install(name, entry, old)
-        raise invalid_arg(message)
+        raise error
 
     def load_from_api(self, name: str, parameters: dict) -> None:
         """The repository API's load: explicit mode only, an optional ``config`` JSON override, and
@@ -332,7 +337,7 @@ class ModelManager:
     # ---- lookups ----------------------------------------------------------------------------
     def get(self, name: str, version: str = "") -> ModelVersion:
         entry = self.models.get(name)
-        if entry is None or (entry.unloaded and not entry.versions):
+        if entry is None:
             check_model_name(name)
             raise not_found(f"Request for unknown model: '{name}' is not found")
         if version:
@@ -344,8 +349,8 @@ class ModelManager:
             if number in entry.states:
                 raise unavailable(f"Request for unknown model: '{name}' version {number} is not at ready state")
             raise not_found(f"Request for unknown model: '{name}' version {number} is not found")
-        if not entry.versions:
-            raise ServeError(Status.UNAVAILABLE, f"Request for unknown model: '{name}' has no available versions")
+        if not entry.versions:  # unloaded, or no version loaded: NOT_FOUND in Triton, unlike a version's state
+            raise not_found(f"Request for unknown model: '{name}' has no available versions")
         return entry.versions[max(entry.versions)]
 
     def is_ready(self, name: str, version: str = "") -> bool:

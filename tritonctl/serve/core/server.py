@@ -18,9 +18,9 @@ from tritonctl.serve.core.trace import TraceManager
 from tritonctl.serve.core.trace_config import TraceConfig
 from tritonctl.serve.core.types import InferRequest, Stream
 
-EXTENSIONS = ["classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
-              "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-              "statistics", "trace", "logging"]
+EXTENSIONS = ["classification", "sequence", "model_repository", "model_repository(unload_dependents)",
+              "schedule_policy", "model_configuration", "system_shared_memory", "cuda_shared_memory",
+              "binary_tensor_data", "parameters", "statistics", "trace", "logging"]
 SERVER_NAME = "triton"
 PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this server follows
 
@@ -74,10 +74,13 @@ class InferenceServer:
         check_model_name(name)
         check_version(name, version)
         entry = self.manager.models.get(name)
-        if entry is None or not entry.versions:
-            raise not_found(f"requested model '{name}' is not available")
+        if entry is None or not entry.versions:  # INVALID_ARG, as Triton answers statistics
+            raise invalid_arg(f"requested model '{name}' is not available")
         if version:
-            return {"model_stats": [self.manager.get(name, version).stats.to_json()]}
+            model_version = entry.versions.get(int(version))
+            if model_version is None:
+                raise invalid_arg(f"requested model version is not available for model '{name}'")
+            return {"model_stats": [model_version.stats.to_json()]}
         return {"model_stats": [mv.stats.to_json() for _, mv in sorted(entry.versions.items())]}
 
     # ---- inference ---------------------------------------------------------------------------

@@ -203,8 +203,8 @@ class SharedMemoryManager:
 
     def status(self, kind: str, name: str = "") -> list[dict]:
         with self._lock:
-            if not name:
-                return [r.status() for r in list(self._regions.values()) if r.kind == kind]
+            if not name:  # by name, as Triton's std::map holds them
+                return [r.status() for _, r in sorted(self._regions.items()) if r.kind == kind]
             region = self._regions.get(name)
             if region is None:
                 raise not_found(f"Unable to find {'cuda' if kind == CUDA else 'system'} shared memory region: "
