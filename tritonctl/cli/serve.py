@@ -75,6 +75,17 @@ def serve(
              "nv_inference_*_summary_us summaries (quantiles over the last 60 s), summary_quantiles=Q:ERR,... sets "
              "their quantiles (default 0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.0001), "
              "counter_latencies=false drops the nv_inference_*_duration_us counters, histogram_latencies=true|false."),
+    allow_metrics: str = typer.Option(None, "--allow-metrics", metavar="BOOL",
+                                      help="As tritonserver: false serves no metrics (as --metrics-port -1)."),
+    allow_cpu_metrics: str = typer.Option(None, "--allow-cpu-metrics", metavar="BOOL",
+                                          help="As tritonserver: false leaves out nv_cpu_utilization and "
+                                               "nv_cpu_memory_*."),
+    allow_gpu_metrics: str = typer.Option(None, "--allow-gpu-metrics", metavar="BOOL",
+                                          help="Accepted as tritonserver takes it; this server publishes no GPU "
+                                               "metrics."),
+    metrics_interval_ms: str = typer.Option(None, "--metrics-interval-ms", metavar="MS",
+                                            help="As tritonserver: how often nv_cpu_utilization is sampled "
+                                                 "[default: 2000]."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0 exposes the server."),
     model_control_mode: ControlMode = typer.Option(ControlMode.none, "--model-control-mode",
                                                    help="none: load everything once; poll: follow changes; "
@@ -178,6 +189,14 @@ def serve(
         parse_metrics_config(metrics_config)
     except MetricsConfigError as exc:
         raise CliError(str(exc), 2) from None
+    metrics_flags = [f"--{flag}={value}" for flag, value in (  # --allow-metrics=false: as --metrics-port -1
+        ("allow-cpu-metrics", allow_cpu_metrics),
+        ("allow-gpu-metrics", allow_gpu_metrics), ("metrics-interval-ms", metrics_interval_ms)) if value is not None]
+    metrics_on, cpu_metrics_on = (_tritonserver_bool(value) for value in (allow_metrics, allow_cpu_metrics))
+    _tritonserver_bool(allow_gpu_metrics)
+    interval_ms = _tritonserver_int(metrics_interval_ms, 2000)
+    if not metrics_on:
+        metrics_port = -1
     try:
         header_forwarding(http_header_forward_pattern, "--http-header-forward-pattern")
         header_forwarding(grpc_header_forward_pattern, "--grpc-header-forward-pattern")
@@ -204,7 +223,7 @@ def serve(
             http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
             log_verbose=log_verbose, log_format=log_format.value,
             extra_args=([f"--backend-directory={backend_directory.resolve()}"] if backend_directory else [])
-            + ([] if exit_on_error else ["--exit-on-error=false"]) + list(triton_arg))
+            + ([] if exit_on_error else ["--exit-on-error=false"]) + metrics_flags + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -217,7 +236,8 @@ def serve(
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
-        backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error)
+        backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error,
+        allow_cpu_metrics=cpu_metrics_on, metrics_interval_ms=interval_ms)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
     runtime.install_signal_handlers(loop)
@@ -254,3 +274,24 @@ def _configure_logging(verbose: int, log_format: LogFormat) -> None:
 def register(app: typer.Typer) -> None:
     """Add ``tritonctl serve`` to ``app``."""
     app.command("serve", help=HELP)(serve)
+
+
+def _tritonserver_bool(value: str | None) -> bool:
+    """A tritonserver boolean option's value (absent: true), refused in its words."""
+    if value is None or value.lower() in ("true", "on", "1"):
+        return True
+    if value.lower() in ("false", "off", "0"):
+        return False
+    raise CliError(f"invalid value for bool option: {value}", 2)
+
+
+def _tritonserver_int(value: str | None, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise CliError(f"Invalid option value. Got {value}", 2) from None
+    if number <= 0:
+        raise CliError(f"Invalid option value. Got {value}", 2)
+    return number

@@ -60,6 +60,10 @@ class ServeOptions:
     cache_config: list[str] = field(default_factory=list)
     # tritonserver's --metrics-config values, e.g. ["summary_latencies=true"]
     metrics_config: list[str] = field(default_factory=list)
+    # tritonserver's --allow-cpu-metrics (nv_cpu_utilization, nv_cpu_memory_*) and --metrics-interval-ms
+    # (how often the CPU utilization is sampled)
+    allow_cpu_metrics: bool = True
+    metrics_interval_ms: int = 2000
     # gRPC transport: "native" (C++), "aio" (grpc.aio) or "auto" (native when built)
     grpc_transport: str = "auto"
     # HTTP transport: "native" (C++, libevent), "uvicorn" or "auto" (native when built)
@@ -131,6 +135,7 @@ class ServerRuntime:
         from tritonctl.serve.http import start_front_end as start_http
         from tritonctl.serve.http.handlers import HttpHandlers
         from tritonctl.serve.metrics import MetricsApp
+        from tritonctl.serve.metrics.system import CpuMetrics
 
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
@@ -153,7 +158,8 @@ class ServerRuntime:
             self.clean_stop = False
             self.server.live = False
             return
-        metrics_app = MetricsApp(self.manager, self.metrics_config) if opts.metrics_port is not None else None
+        cpu = CpuMetrics(opts.metrics_interval_ms) if opts.allow_cpu_metrics else None
+        metrics_app = MetricsApp(self.manager, self.metrics_config, cpu) if opts.metrics_port is not None else None
         front_ends: list = []  # each with ``port``, ``transport_name`` and ``async stop(grace_s)``
         http = grpc = None
         poller: asyncio.Task | None = None

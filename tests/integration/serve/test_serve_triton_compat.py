@@ -289,7 +289,7 @@ def test_metric_labels_come_in_tritons_order(served, module):
                      text, re.MULTILINE), text
     samples = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert samples
-    for line in samples:
+    for line in (line for line in samples if "{" in line):  # the server-wide gauges have no labels
         names = re.findall(r'([a-z_]+)="', line[line.index("{"):line.index("}")])
         assert names == sorted(names), line
     families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]

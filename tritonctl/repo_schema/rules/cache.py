@@ -44,7 +44,8 @@ def check_response_cache(ctx) -> None:
     enabled = config.response_cache.enable
     decoupled = config.model_transaction_policy.decoupled
     if enabled and decoupled:
-        ctx.report(CACHE_WITH_DECOUPLED, f"model '{ctx.name}' enables the response cache but is decoupled",
+        ctx.report(CACHE_WITH_DECOUPLED, f"Response Cache does not currently support model {ctx.name} with "
+                   "'decoupled' transaction policy. Please disable the response cache.",
                    ("response_cache", "enable"),
                    hint="remove response_cache, or set model_transaction_policy { decoupled: false }")
     elif enabled:

@@ -57,24 +57,27 @@ def parse_cache_config(values: list[str] | tuple[str, ...]) -> int | None:
         settings.setdefault(name, {})[key] = item
     if not settings:
         return None
+    if len(settings) > 1:  # tritonserver's text
+        raise CacheConfigError("found multiple cache configurations, but only a single cache is currently supported")
     unsupported = [n for n in settings if n not in CACHE_KINDS]
     if unsupported:
         raise CacheConfigError(f"cache implementation '{unsupported[0]}' is not available in tritonctl serve; "
                                "use --cache-config local,size=<bytes>")
     local = settings["local"]
+    if "size" not in local:  # tritonserver's text, then what to write
+        raise CacheConfigError("Failed to initialize LocalCache: config didn't contain a valid 'size' field. "
+                               "The local cache needs a size: --cache-config local,size=<bytes>")
     unknown = sorted(k for k in local if k != "size")
     if unknown:
         raise CacheConfigError(f"unknown setting '{unknown[0]}' for the local cache; it takes only size=<bytes>")
-    if "size" not in local:
-        raise CacheConfigError("the local cache needs a size: --cache-config local,size=<bytes>")
     try:
         size = int(local["size"])
     except ValueError:
-        raise CacheConfigError(f"--cache-config local,size= needs a whole number of bytes, got "
-                               f"'{local['size']}'") from None
+        raise CacheConfigError(f"Failed to initialize LocalCache: --cache-config local,size= needs a whole number "
+                               f"of bytes, got '{local['size']}'") from None
     if size <= 0:
-        raise CacheConfigError(f"--cache-config local,size= must be positive, got {size}; leave "
-                               "--cache-config out to serve without a cache")
+        raise CacheConfigError(f"Failed to initialize LocalCache: --cache-config local,size= must be positive, got "
+                               f"{size}; leave --cache-config out to serve without a cache")
     return size
 
 
@@ -106,17 +109,27 @@ class ResponseCache:
         self.used = 0
         self._entries: OrderedDict[bytes, tuple[list[InferTensor], int]] = OrderedDict()
         self._lock = threading.Lock()
+        # the cache-wide totals Triton publishes (nv_cache_num_hits, nv_cache_lookup_duration, ...)
+        self.hits = self.misses = self.evictions = 0
+        self.lookup_ns = self.insertion_ns = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def lookup(self, key: bytes) -> list[InferTensor] | None:
+        start = time.monotonic_ns()
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
+            if entry is not None:
+                self._entries.move_to_end(key)
+            self.hits += entry is not None
+            self.misses += entry is None
+            self.lookup_ns += time.monotonic_ns() - start
+            return None if entry is None else entry[0]
+
+    def utilization(self) -> float:
+        """The share of the capacity the stored outputs take, as nv_cache_util reports it."""
+        return self.used / self.capacity
 
     def insert(self, key: bytes, outputs: list[InferTensor]) -> bool:
         """Store ``outputs`` (copied, so the cache never shares a buffer with a batch). False only
@@ -126,6 +139,7 @@ class ResponseCache:
         if size > self.capacity:
             log.debug("a response of %d bytes does not fit a response cache of %d bytes", size, self.capacity)
             return True
+        start = time.monotonic_ns()
         stored = [InferTensor(t.name, t.datatype, t.data.copy()) for t in outputs]
         with self._lock:
             if key in self._entries:
@@ -133,8 +147,10 @@ class ResponseCache:
             while self.used + size > self.capacity:
                 _, (_, evicted) = self._entries.popitem(last=False)
                 self.used -= evicted
+                self.evictions += 1
             self._entries[key] = (stored, size)
             self.used += size
+            self.insertion_ns += time.monotonic_ns() - start
         return True
 
 

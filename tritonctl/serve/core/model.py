@@ -58,7 +58,8 @@ class ModelVersion:
         if config.response_cache.enable and not config.HasField("sequence_batching") \
                 and not config.model_transaction_policy.decoupled:
             self.response_cache = response_cache  # None when the server has no cache: served uncached
-            self.stats.cache_enabled = response_cache is not None
+            # Triton publishes the model's cache metrics (all 0 then) even without a server cache
+            self.stats.cache_enabled = True
         self.scheduler: Scheduler
         if config.HasField("sequence_batching"):
             self.scheduler = self._sequence_scheduler(config, model_dir, instances)

@@ -44,7 +44,7 @@ class ModelStats:
     # Requests handed to the model although their client had gone or their queue timeout (REJECT)
     # had passed: the schedulers drop such requests, so this stays 0 unless one fails to.
     stale_executions: int = 0
-    cache_enabled: bool = False  # the model uses the server's response cache (its metrics exist)
+    cache_enabled: bool = False  # the config enables the response cache (its metrics exist, as in Triton)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record_execution(self, batch_requests: int, batch_size: int, input_ns: int, infer_ns: int,

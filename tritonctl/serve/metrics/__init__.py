@@ -6,7 +6,8 @@ from tritonctl.serve.core.custom_metrics import HISTOGRAM, KIND_NAMES, CustomMet
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.metrics.config import MetricsConfig
-from tritonctl.serve.metrics.summary import SUMMARY_FAMILIES, LatencySummaries
+from tritonctl.serve.metrics.summary import CACHE_SUMMARY_FAMILIES, SUMMARY_FAMILIES, LatencySummaries
+from tritonctl.serve.metrics.system import CpuMetrics, cache_lines, cpu_lines, pinned_memory_lines
 
 # (metric, type, help, value from ModelStats)
 COUNTERS = [
@@ -16,8 +17,9 @@ COUNTERS = [
      lambda s: s.inference_count),
     ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
      lambda s: s.execution_count),
+    # successful requests only, as Triton counts it (a failed request's time is in the statistics' fail)
     ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds "
-     "(includes cached requests)", lambda s: (s.phases["success"].ns + s.phases["fail"].ns) // 1000),
+     "(includes cached requests)", lambda s: s.phases["success"].ns // 1000),
     ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds "
      "(includes cached requests)", lambda s: s.phases["queue"].ns // 1000),
     ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds "
@@ -32,12 +34,12 @@ STALE_COUNTER = ("tritonctl_inference_stale_exec_count", "Number of requests han
                  "client had gone or their queue timeout (timeout_action REJECT) had passed",
                  lambda s: s.stale_executions)
 FAILURE_REASONS = ("OTHER", "BACKEND", "CANCELED", "REJECTED")  # Triton's order
-# Only for models that use the response cache, as in Triton.
+# Only for models whose config enables the response cache, as in Triton (and in its order).
 CACHE_COUNTERS = [
     ("nv_cache_num_hits_per_model", "Number of cache hits per model", lambda s: s.phases["cache_hit"].count),
-    ("nv_cache_num_misses_per_model", "Number of cache misses per model", lambda s: s.phases["cache_miss"].count),
     ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds",
      lambda s: s.phases["cache_hit"].ns // 1000),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", lambda s: s.phases["cache_miss"].count),
     ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
      lambda s: s.phases["cache_miss"].ns // 1000),
 ]
@@ -62,7 +64,10 @@ def model_stats(manager: ModelManager) -> list[ModelStats]:
 
 
 def exposition(manager: ModelManager, config: MetricsConfig = MetricsConfig(),
-               summaries: LatencySummaries | None = None) -> bytes:
+               summaries: LatencySummaries | None = None, cpu: CpuMetrics | None = None) -> bytes:
+    """The families in Triton's order: the per-model counters (the cache's last), the pending count,
+    the server-wide gauges (pinned memory, CPU, the response cache's totals), the summaries; then
+    tritonctl's own and the models' custom families."""
     stats = model_stats(manager)
     lines: list[str] = []
 
@@ -79,15 +84,20 @@ def exposition(manager: ModelManager, config: MetricsConfig = MetricsConfig(),
                       "# TYPE nv_inference_request_failure counter"]
             lines += [f"nv_inference_request_failure{labels(s, reason=reason)} {s.failures.get(reason, 0)}"
                       for s in stats for reason in FAILURE_REASONS]
-    lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
-              "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
-    lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
-    if summaries is not None:
-        lines += summary_lines(stats, summaries)
     cached = [s for s in stats if s.cache_enabled]
     for name, help_text, value in CACHE_COUNTERS if cached else ():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
         lines += [f"{name}{labels(s)} {value(s)}" for s in cached]
+    lines += ["# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting "
+              "execution per-model.", "# TYPE nv_inference_pending_request_count gauge"]
+    lines += [f"nv_inference_pending_request_count{labels(s)} {s.pending}" for s in stats]
+    lines += pinned_memory_lines()
+    if cpu is not None:
+        lines += cpu_lines(cpu)
+    if manager.response_cache is not None:
+        lines += cache_lines(manager.response_cache)
+    if summaries is not None:
+        lines += summary_lines(stats, summaries)
     name, help_text, value = STALE_COUNTER  # tritonctl's own, after Triton's
     lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
     lines += [f"{name}{labels(s)} {value(s)}" for s in stats]
@@ -99,10 +109,14 @@ def summary_lines(stats: list[ModelStats], summaries: LatencySummaries) -> list[
     """The latency summaries, each sample labelled model and version, then quantile, as Triton writes them."""
     by_stats = [(s, summaries.attach(s)) for s in stats]
     lines: list[str] = []
-    for name, (phase, help_text) in SUMMARY_FAMILIES.items():
+    cached = any(s.cache_enabled for s in stats)
+    families = {**SUMMARY_FAMILIES, **(CACHE_SUMMARY_FAMILIES if cached else {})}
+    for name, (phase, help_text) in families.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} summary"]
         for s, phases in by_stats:
             if phase == "success" and s.cache_enabled:  # Triton leaves it out for models using the cache
+                continue
+            if phase.startswith("cache_") and not s.cache_enabled:
                 continue
             count, total, quantiles = phases[phase].snapshot()
             model_labels = f'model="{_escape(s.name)}",version="{_escape(str(s.version))}"'
@@ -150,9 +164,10 @@ def _number(value: float) -> str:
 class MetricsApp:
     """ASGI app answering ``GET /metrics``."""
 
-    def __init__(self, manager: ModelManager, config: MetricsConfig = MetricsConfig()):
+    def __init__(self, manager: ModelManager, config: MetricsConfig = MetricsConfig(), cpu: CpuMetrics | None = None):
         self.manager = manager
         self.config = config
+        self.cpu = cpu  # None: --allow-cpu-metrics=false
         self.summaries = LatencySummaries(config.summary_quantiles) if config.summary_latencies else None
         if self.summaries is not None:
             manager.version_listeners.append(lambda version: self.summaries.attach(version.stats))
@@ -167,7 +182,7 @@ class MetricsApp:
         elif scope["method"] != "GET":
             status, body, ctype = 405, b"Method Not Allowed", b"text/plain"
         else:
-            status, body, ctype = 200, exposition(self.manager, self.config, self.summaries), b"text/plain; charset=utf-8"
+            status, body, ctype = 200, exposition(self.manager, self.config, self.summaries, self.cpu), b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -27,8 +27,16 @@ SUMMARY_FAMILIES = {
         "compute_output",
         "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
 }
+# For models whose config enables the response cache, after the others.
+CACHE_SUMMARY_FAMILIES = {
+    "nv_cache_hit_summary_per_model": (
+        "cache_hit", "Summary of cache hit counts/durations per model, in microseconds."),
+    "nv_cache_miss_summary_per_model": (
+        "cache_miss", "Summary of cache miss counts/durations per model, in microseconds."),
+}
 OBSERVED_PHASES = {"success": "success", "fail": "success", "queue": "queue", "compute_input": "compute_input",
-                   "compute_infer": "compute_infer", "compute_output": "compute_output"}
+                   "compute_infer": "compute_infer", "compute_output": "compute_output",
+                   "cache_hit": "cache_hit", "cache_miss": "cache_miss"}
 
 
 class SlidingSummary:
