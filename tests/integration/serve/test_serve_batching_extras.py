@@ -153,6 +153,35 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor("BATCH", np.full([n, 1], sum(rows), np.int32))])
                 for n in rows]
 '''
+LEVELS_PY = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.executions = 0
+
+    def execute(self, requests):
+        self.executions += 1
+        rows = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy().shape[0] for r in requests]
+        time.sleep(0.4)
+        return [pb_utils.InferenceResponse([
+            pb_utils.Tensor("BATCH", np.full([n, 1], sum(rows), np.int32)),
+            pb_utils.Tensor("EXECUTION", np.full([n, 1], self.executions, np.int32))]) for n in rows]
+'''
+LEVELS_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "BATCH" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "EXECUTION" data_type: TYPE_INT32 dims: [ 1 ] } ]
+dynamic_batching { %s }
+instance_group [ { kind: KIND_CPU count: 1 } ]
+"""
+# level 2 (the default level, for priority 0) holds two requests; level 1 is unbounded
+LEVEL_FULL = ("priority_levels: 2 default_priority_level: 2 "
+              "priority_queue_policy { key: 2 value { max_queue_size: 2 } }")
+ONE_LEVEL = "preferred_batch_size: [ 2, 6 ] priority_levels: 1 default_priority_level: 1"
 CACHE_BYTES = 100  # three add_sub responses of 32 bytes (two FP32 [1, 4] outputs)
 
 
@@ -170,6 +199,8 @@ def served(tmp_path_factory, transports):
     write_python(repo, "ragged_py", RAGGED_PY_CONFIG, RAGGED_PY)
     write_python(repo, "ordered", ORDERED_CONFIG, ORDERED_PY)
     write_python(repo, "staged", STAGED_CONFIG, STAGED_PY)
+    write_python(repo, "level_full", LEVELS_CONFIG % LEVEL_FULL, LEVELS_PY)
+    write_python(repo, "one_level", LEVELS_CONFIG % ONE_LEVEL, LEVELS_PY)
     write_add_sub(repo, "cached", extra="response_cache { enable: true }")
     write_add_sub(repo, "uncached")
     server = BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0,
@@ -286,6 +317,52 @@ def test_batches_formed_while_the_instance_is_busy_are_tritons(served, rows, bat
         assert error is None, error
         seen.append(int(result.as_numpy("BATCH")[0, 0]))
     assert seen == batches
+
+
+def send_behind_a_blocker(served, model: str, sends: list[tuple[str, int, int]]) -> dict:
+    """A batch of 8 rows, then, 0.1 s later while it runs, one request per (tag, rows, priority)
+    in that order. Returns tag -> (execution, rows of the batch) or the refusal's message."""
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    answers: queue.Queue = queue.Queue()
+    for index, (tag, rows, priority) in enumerate([("blocker", 8, 1)] + sends):
+        data = np.zeros((rows, 1), np.float32)
+        client.async_infer(model, [tensor(grpcclient, "X", data)], priority=priority, request_id=tag,
+                           callback=lambda result, error, tag=tag: answers.put((tag, result, error)))
+        time.sleep(0.1 if index == 0 else 0.02)
+    seen = {}
+    for _ in range(len(sends) + 1):
+        tag, result, error = answers.get(timeout=20)
+        seen[tag] = error.message() if error is not None else (
+            int(result.as_numpy("EXECUTION")[0, 0]), int(result.as_numpy("BATCH")[0, 0]))
+    first = seen["blocker"][0]
+    return {tag: (a[0] - first, a[1]) if isinstance(a, tuple) else a for tag, a in seen.items()}
+
+
+def test_a_full_priority_level_refuses_without_counting_a_failure(served):
+    """Triton 2.51, observed with the same requests: c and e (priority 0: the default level 2)
+    find level 2 full; d (level 1) joins a and b; no failure is counted for the refusals."""
+    before = statistics(served, "level_full")
+    seen = send_behind_a_blocker(served, "level_full",
+                                 [("a", 1, 2), ("b", 1, 2), ("c", 1, 2), ("d", 1, 1), ("e", 1, 0)])
+    assert seen == {"blocker": (0, 8), "a": (1, 3), "b": (1, 3), "d": (1, 3),
+                    "c": "[request id: c] Exceeds maximum queue size",
+                    "e": "[request id: e] Exceeds maximum queue size"}
+    after = statistics(served, "level_full")
+    assert after["execution_count"] - before["execution_count"] == 2
+    assert after["inference_count"] - before["inference_count"] == 11
+    assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == 4
+    assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"] == 0
+    assert {b["batch_size"]: b["compute_infer"]["count"] for b in after["batch_stats"]} == {3: 1, 8: 1}
+    text = urllib.request.urlopen(served.metrics_url, timeout=10).read().decode()
+    assert 'nv_inference_request_failure{model="level_full",reason="REJECTED",version="1"} 0' in text
+
+
+def test_one_priority_level_stages_no_batches_while_the_instance_is_busy(served):
+    """priority_levels 1 makes a priority queue, which Triton does not prefetch from: the seven
+    requests queued behind a running batch leave as the largest preferred size, then the rest
+    (the same preferred sizes without priority levels make 2, 2, 2, 1: the test above)."""
+    seen = send_behind_a_blocker(served, "one_level", [(f"r{i}", 1, 0) for i in range(7)])
+    assert seen == {"blocker": (0, 8), **{f"r{i}": (1, 6) for i in range(6)}, "r6": (2, 1)}
 
 
 def add_sub_inputs(module, value: float) -> list:

@@ -170,7 +170,9 @@ def test_a_burst_beyond_the_queue_is_answered_with_tritons_texts_and_nothing_run
     assert len(expired) >= 2 and full and len(expired) + len(full) == 10, answers
     assert not set(ran(gated)) & set(range(base + 1, base + 11))  # none of the burst ran
     after = metrics(gated)
-    assert after["nv_inference_request_failure:REJECTED"] - before["nv_inference_request_failure:REJECTED"] == 10
+    # a queue timeout counts as REJECTED; a full queue's refusal counts nothing (Triton 2.51)
+    assert after["nv_inference_request_failure:REJECTED"] - before["nv_inference_request_failure:REJECTED"] \
+        == len(expired)
     assert after["nv_inference_request_success"] - before["nv_inference_request_success"] == 1  # the blocker
     assert after["tritonctl_inference_stale_exec_count"] == before["tritonctl_inference_stale_exec_count"] == 0
 

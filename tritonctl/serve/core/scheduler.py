@@ -209,7 +209,11 @@ class DynamicBatchScheduler:
                 raise unavailable(f"Server is stopping, scheduler for model '{self.model}' has stopped accepting "
                                   "new inference requests")
             if level.policy.max_queue_size and len(level) >= level.policy.max_queue_size:
-                raise unavailable(f"[request id: {request.id or '<id_unknown>'}] Exceeds maximum queue size")
+                # Triton 2.51 leaves this refusal out of the failure statistics and metrics
+                # (a queue timeout, by contrast, counts as REJECTED)
+                raise ServeError(Status.UNAVAILABLE,
+                                 f"[request id: {request.id or '<id_unknown>'}] Exceeds maximum queue size",
+                                 counted=False)
             level.queue.append(request)
             self._queued += 1
             self._queued_size += request.batch_size
