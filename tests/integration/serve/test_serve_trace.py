@@ -170,8 +170,65 @@ def test_settings_validation_words_that_differ_by_transport(clients):
     assert error.message() == "Unable to parse 'trace_count'. Expecting value >= -1, got: -5"
     error = failure(lambda: clients["grpc"].update_trace_settings(settings={"trace_rate": ["1", "2"]}))
     assert error.message() == "expect only 1 value for 'trace_rate'"
-    error = failure(lambda: clients["http"].update_trace_settings(settings={"trace_rate": 5}))
-    assert error.message() == "Unable to parse 'trace_rate': expected a string, got: 5"
+
+
+# Triton 2.51's answers to the same bodies: a value of the wrong JSON type gets TritonJson's words
+# (with 400 where Triton says 500: a client's fault is never a 5xx here, compatibility.md
+# difference 1), a body it cannot read too, and the fields are checked in its
+# order (trace_file, trace_level, trace_rate, trace_count, log_frequency), whatever the order
+# of the body; this server's own refusals (an unknown key or level name, a negative rate) come
+# only after Triton's checks passed.
+@pytest.mark.parametrize("body,status,text", [
+    ({"trace_rate": 5}, 400, "attempt to access JSON non-string as string"),
+    ({"trace_count": "3", "log_frequency": ["5"]}, 400, "attempt to access JSON non-string as string"),
+    ({"trace_level": "TIMESTAMPS"}, 400, "attempt to access JSON non-array as array"),
+    ({"trace_level": [1]}, 400, "attempt to access JSON non-string as string"),
+    ({"trace_rate": 5, "trace_level": "x"}, 400, "attempt to access JSON non-array as array"),
+    ({"trace_level": "x", "trace_file": "y"}, 501, "trace file location can not be updated through network protocol"),
+    ({"log_frequency": "x", "trace_count": "y", "trace_rate": "z", "trace_level": ["OFF", "OFF"]}, 400,
+     "Expect only one trace level 'OFF' is specified"),
+    ({"log_frequency": "x", "trace_count": "y", "trace_rate": "z"}, 400, "Unable to parse 'trace_rate', got: z"),
+    ({"log_frequency": "x", "trace_count": "-7"}, 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-7"),
+    ({"trace_level": ["BAD"], "trace_rate": "x"}, 400, "Unable to parse 'trace_rate', got: x"),
+    ({"trace_speed": "1", "trace_count": "y"}, 400, "Unable to parse 'trace_count', got: y"),
+])
+def test_settings_checked_in_tritons_order_with_its_statuses(traced, body, status, text):
+    host, port = traced.http_url.split(":")
+    for path in ("/v2/trace/setting", "/v2/models/add_sub/trace/setting"):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.request("POST", path, json.dumps(body))
+            response = connection.getresponse()
+            assert (response.status, json.loads(response.read())) == (status, {"error": text})
+        finally:
+            connection.close()
+
+
+def test_a_body_that_is_not_json_is_refused_in_tritons_words(traced):
+    host, port = traced.http_url.split(":")
+    for body, text in ((b"", "The document is empty. at 0"), (b"{bad", "Missing a name for object member. at 1")):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.request("POST", "/v2/trace/setting", body)
+            response = connection.getresponse()
+            assert (response.status, json.loads(response.read())) == \
+                (400, {"error": f"failed to parse the request JSON buffer: {text}"})
+        finally:
+            connection.close()
+
+
+def test_grpc_settings_checked_in_tritons_order(clients):
+    client = clients["grpc"]
+    for settings, code, text in (
+            ({"log_frequency": "x", "trace_count": "y", "trace_rate": "z"}, "INVALID_ARGUMENT",
+             "Unable to parse 'trace_rate', got: z"),
+            ({"log_frequency": "x", "trace_count": "y"}, "INVALID_ARGUMENT", "Unable to parse 'trace_count', got: y"),
+            ({"trace_rate": "x", "trace_file": "y"}, "UNIMPLEMENTED",
+             "trace file location can not be updated through network protocol"),
+            ({"log_frequency": "x", "trace_level": ["OFF", "OFF"]}, "INVALID_ARGUMENT",
+             "Expect only one trace level 'OFF' is specified")):
+        error = failure(lambda: client.update_trace_settings(settings=settings))
+        assert (error.status(), error.message()) == (f"StatusCode.{code}", text)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -268,6 +325,19 @@ def test_tensors_level_records_inputs_and_outputs(traced, clients):
     assert tensors[("TENSOR_BACKEND_OUTPUT", "OUTPUT1")]["data"] == "0,0,0,0"
 
 
+def test_tensors_only_level_writes_the_tensor_records_alone(traced, clients):
+    """As in Triton 2.51: without TIMESTAMPS a trace has no timestamps and no model object."""
+    client = clients["grpc"]
+    known = len(indexed_files(traced.trace_file))
+    clients["http"].update_trace_settings("add_sub", {"trace_level": ["TENSORS"], "log_frequency": "1"})
+    infer(client, "grpc", request_id="t2")
+    entries = wait_for_new_file(traced.trace_file, known)
+    assert [(e["activity"], e["tensor"]["name"]) for e in entries] == [
+        ("TENSOR_QUEUE_INPUT", "INPUT0"), ("TENSOR_QUEUE_INPUT", "INPUT1"),
+        ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"), ("TENSOR_BACKEND_OUTPUT", "OUTPUT1")]
+    assert {tuple(sorted(e)) for e in entries} == {("activity", "id", "tensor")}
+
+
 def test_buffered_traces_are_written_at_stop(tmp_path, transports):
     """Without a log frequency, traces wait in memory and the whole file is written at stop."""
     from helpers.serve_models import serving_repository
@@ -312,7 +382,9 @@ def test_trace_config_parsing():
     assert parse_trace_config(["triton,file=/tmp/t.json", "level=TIMESTAMPS", "level=TENSORS", "rate=10",
                                "count=5", "triton,log-frequency=50", "mode=triton"]) == \
         TraceConfig(level=3, rate=10, count=5, log_frequency=50, file="/tmp/t.json")
-    assert parse_trace_config(["triton,file=t.json", "level=TIMESTAMPS", "level=OFF"]).level == 0
+    # as in Triton 2.51, levels are combined and "OFF" adds nothing: TIMESTAMPS stays on
+    assert parse_trace_config(["triton,file=t.json", "level=TIMESTAMPS", "level=OFF"]).level == 1
+    assert parse_trace_config(["triton,file=t.json", "level=OFF", "level=TENSORS"]).level == 2
 
 
 @pytest.mark.parametrize("args,text", [
@@ -322,7 +394,11 @@ def test_trace_config_parsing():
     ([",file=x"], "No trace mode specified. --trace-config option format is <trace mode>,<setting>=<value> or "
                   "<setting>=<value>. Got ,file=x"),
     (["rate"], "--trace-config option format is '<trace mode>,<setting>=<value>'. Got rate"),
-    (["rate=often"], "Bad option: \"--trace-config rate\": expected a whole number, got 'often'"),
+    (["rate=often"], "Bad option: \"--trace-config rate\": Invalid option value. Got often"),
+    (["rate=99999999999"], "Bad option: \"--trace-config rate\": Provided option value is out of bound. "
+                           "Got 99999999999"),
+    (["triton,log-frequency=abc"], "Bad option: \"--trace-config triton,log-frequency\": Invalid option value. "
+                                   "Got abc"),
     (["level=loud"], "Bad option: \"--trace-config level\": invalid value for trace level option: loud"),
     (["count=-2"], "Bad option: \"--trace-config count\": value must be in [ -1, 2147483647 ], got -2"),
     (["triton,url=x"], "Bad option: \"--trace-config triton,url\": unknown setting 'url'. Global settings are "

@@ -257,7 +257,8 @@ class Trace:
         if self._done:
             return
         self._done = True
-        entries = [self.model] if self.model is not None else []
+        # as in Triton, the model object comes with the timestamps: a TENSORS-only trace has none
+        entries = [self.model] if self.model is not None and self._timestamps else []
         entries += [{"id": self.id, "timestamps": [{"name": name, "ns": ns}]}
                     for name, ns in sorted(self.events, key=lambda event: event[1])]
         entries += self.tensors

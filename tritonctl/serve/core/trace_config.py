@@ -4,7 +4,6 @@ HTTP and gRPC, checked with Triton's texts. ``trace.py`` applies them."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -65,11 +64,10 @@ def parse_trace_config(values: list[str]) -> TraceConfig:
                                        "(--trace-config triton,file=trace.json)")
         except TraceConfigError as exc:
             raise TraceConfigError(f"Bad option: \"--trace-config {where}{setting}\": {exc}") from None
-    if levels:  # repeatable and combined, as in Triton; any "off" turns tracing off
-        level = OFF
-        for bits in levels:
-            level |= bits
-        config = replace(config, level=OFF if OFF in levels else level)
+    level = OFF
+    for bits in levels:  # repeatable and combined, as in Triton: "off" adds nothing to another level
+        level |= bits
+    config = replace(config, level=level)
     if config.file and not Path(config.file).parent.is_dir():
         raise TraceConfigError(f"--trace-config triton,file={config.file}: the directory "
                                f"{Path(config.file).parent} does not exist")
@@ -112,10 +110,14 @@ def _parse_level_option(value: str) -> int:
 
 
 def _parse_int(value: str, low: int, high: int) -> int:
+    """Triton's reading (a C int, in its words), then this server's range: a negative rate or log
+    frequency, or a count under -1, is refused where Triton wraps it around or keeps it."""
     try:
         number = int(value)
     except ValueError:
-        raise TraceConfigError(f"expected a whole number, got '{value}'") from None
+        raise TraceConfigError(f"Invalid option value. Got {value}") from None
+    if not -INT32_MAX - 1 <= number <= INT32_MAX:
+        raise TraceConfigError(f"Provided option value is out of bound. Got {value}")
     if not low <= number <= high:
         raise TraceConfigError(f"value must be in [ {low}, {high} ], got {number}")
     return number
@@ -123,78 +125,98 @@ def _parse_int(value: str, low: int, high: int) -> int:
 
 # ---- setting updates from the protocol ------------------------------------------------------------
 SETTING_FIELDS = {"trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
+KNOWN_SETTINGS = ("trace_file", "trace_level", *SETTING_FIELDS)
 _STOI = re.compile(r"\s*[+-]?\d+")  # what std::stoi reads
 
 
-def http_update(doc: dict) -> dict:
-    """A POST ``trace/setting`` body as ``TraceManager.update`` changes (Triton's checks and texts)."""
+def http_update(doc) -> dict:
+    """A POST ``trace/setting`` body as ``TraceManager.update`` changes. The fields are read in
+    Triton's order (trace_file, trace_level, trace_rate, trace_count, log_frequency, whatever
+    order the body has) with its checks and texts: a value of the wrong JSON type gets Triton's "attempt to access JSON
+    non-... as ...", with 400 where Triton says 500 (a client's fault is never a 5xx here). What Triton ignores (an unknown key or level name, a
+    negative rate or log frequency) is refused here, but only after Triton's own checks passed."""
+    if not isinstance(doc, dict):  # Triton takes it as no change
+        raise invalid_arg("failed to parse the request JSON buffer: the request must be a JSON object")
     changes: dict = {}
-    for key, value in doc.items():
-        if key == "trace_file":
-            raise _file_fixed()
-        if key == "trace_level":
-            if value is None:
-                changes["level"] = CLEAR
-            elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise invalid_arg("Unable to parse 'trace_level': expected an array of strings such as "
-                                  "[\"TIMESTAMPS\"]")
-            elif value:
-                changes["level"] = _parse_levels(value)
-        elif key in SETTING_FIELDS:
-            if value is None:
-                changes[SETTING_FIELDS[key]] = CLEAR
-            elif not isinstance(value, str):
-                raise invalid_arg(f"Unable to parse '{key}': expected a string, got: {json.dumps(value)}")
-            else:
-                changes[SETTING_FIELDS[key]] = _parse_number(key, value, grpc=False)
+    refusals: list[ServeError] = []
+    if "trace_file" in doc:
+        raise _file_fixed()
+    if "trace_level" in doc:
+        value = doc["trace_level"]
+        if value is None:
+            changes["level"] = CLEAR
+        elif not isinstance(value, list):
+            raise invalid_arg("attempt to access JSON non-array as array")
+        elif value:
+            changes["level"] = _parse_levels(value, refusals, http=True)
+    for key, field in SETTING_FIELDS.items():
+        if key not in doc:
+            continue
+        value = doc[key]
+        if value is None:
+            changes[field] = CLEAR
+        elif not isinstance(value, str):
+            raise invalid_arg("attempt to access JSON non-string as string")
         else:
-            raise _unknown_setting(key)
+            changes[field] = _parse_number(key, value, refusals, grpc=False)
+    refusals += [_unknown_setting(key) for key in doc if key not in KNOWN_SETTINGS]
+    if refusals:
+        raise refusals[0]
     return changes
 
 
 def grpc_update(settings) -> dict:
     """A TraceSettingRequest's ``settings`` map as ``TraceManager.update`` changes: an empty
-    value list clears a field."""
+    value list clears a field. The fields are read in Triton's order, as over HTTP."""
     changes: dict = {}
-    for key, setting in settings.items():
-        values = list(setting.value)
-        if key == "trace_file":
-            raise _file_fixed()
-        if key == "trace_level":
-            changes["level"] = _parse_levels(values) if values else CLEAR
-        elif key in SETTING_FIELDS:
-            if len(values) > 1:
-                raise invalid_arg(f"expect only 1 value for '{key}'")
-            changes[SETTING_FIELDS[key]] = _parse_number(key, values[0], grpc=True) if values else CLEAR
-        else:
-            raise _unknown_setting(key)
+    refusals: list[ServeError] = []
+    if "trace_file" in settings:
+        raise _file_fixed()
+    if "trace_level" in settings:
+        values = list(settings["trace_level"].value)
+        changes["level"] = _parse_levels(values, refusals) if values else CLEAR
+    for key, field in SETTING_FIELDS.items():
+        if key not in settings:
+            continue
+        values = list(settings[key].value)
+        if len(values) > 1:
+            raise invalid_arg(f"expect only 1 value for '{key}'")
+        changes[field] = _parse_number(key, values[0], refusals, grpc=True) if values else CLEAR
+    refusals += [_unknown_setting(key) for key in settings if key not in KNOWN_SETTINGS]
+    if refusals:
+        raise refusals[0]
     return changes
 
 
-def _parse_levels(names: list[str]) -> int:
+def _parse_levels(names: list, refusals: list, http: bool = False) -> int:
     level = OFF
     for name in names:
+        if http and not isinstance(name, str):
+            raise invalid_arg("attempt to access JSON non-string as string")
         if name == "OFF":
             if len(names) != 1:
                 raise invalid_arg("Expect only one trace level 'OFF' is specified")
         elif name in ("TIMESTAMPS", "TENSORS"):
             level |= TIMESTAMPS if name == "TIMESTAMPS" else TENSORS
-        else:
-            raise invalid_arg(f"invalid trace level '{name}'; the levels are OFF, TIMESTAMPS and TENSORS")
+        else:  # Triton skips the name
+            refusals.append(invalid_arg(f"invalid trace level '{name}'; the levels are OFF, TIMESTAMPS and TENSORS"))
     return level
 
 
-def _parse_number(key: str, text: str, grpc: bool) -> int:
+def _parse_number(key: str, text: str, refusals: list, grpc: bool) -> int:
     """std::stoi's reading of ``text`` (a leading integer), then Triton's range checks; a
-    negative rate or log frequency is refused rather than wrapped around."""
+    negative rate or log frequency, which Triton wraps around, is refused."""
     match = _STOI.match(text)
     if match is None:
         raise invalid_arg(f"Unable to parse '{key}', got: {text}")
     number = int(match.group())
     low, high = (MIN_COUNT, INT32_MAX) if key == "trace_count" else (0, UINT32_MAX)
-    if not -INT32_MAX - 1 <= number <= INT32_MAX or (key != "trace_count" and number < 0):
-        raise invalid_arg(f"Unable to parse '{key}', value is out of range [ {low}, {high} ], got: {text}")
-    if number < MIN_COUNT:
+    out_of_range = invalid_arg(f"Unable to parse '{key}', value is out of range [ {low}, {high} ], got: {text}")
+    if not -INT32_MAX - 1 <= number <= INT32_MAX:
+        raise out_of_range
+    if key != "trace_count" and number < 0:
+        refusals.append(out_of_range)
+    elif number < MIN_COUNT:
         raise invalid_arg(f"Unable to parse '{key}'. Expecting value >= {MIN_COUNT}, got:{' ' if grpc else ''}{text}")
     return number
 

@@ -27,7 +27,7 @@ from tritonctl.serve.core.shm import CUDA, SYSTEM
 from tritonctl.serve.core.trace_config import http_update
 from tritonctl.serve.http import shm_requests
 from tritonctl.serve.http.codec import (decode_raw_request, decode_request, encode_response, error_body, log_changes,
-                                        parse_json)
+                                        parse_json, parse_json_value)
 from tritonctl.serve.http.generate import ACTIONS as GENERATE_ACTIONS, GenerateReply, decode_generate
 
 log = logging.getLogger("tritonctl.serve.http")
@@ -458,8 +458,7 @@ class HttpHandlers:
             return METHOD_NOT_ALLOWED
         settings = self.server.trace_setting(model)  # an unknown model is refused before the body is read
         if method == "POST":
-            changes = http_update(parse_json(self.body(request)))
-            settings = self.server.trace_setting(model, changes)
+            settings = self.server.trace_setting(model, http_update(parse_json_value(self.body(request))))
         return json_reply(settings)
 
     async def logging(self, method: str, request: HttpRequest) -> Reply:
