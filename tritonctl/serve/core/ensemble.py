@@ -10,7 +10,8 @@ output its model did not produce, exist as placeholders: a step runs without the
 input must be optional), and a requested ensemble output that is one is left out of the
 response. A successful request counts as one execution of the ensemble with the request's batch
 size, whose compute times are the sums of its steps' (Triton's secondary stats aggregator); a
-failed one counts as two failures (reason OTHER), as in Triton."""
+failed one counts as two failures (reason OTHER), as in Triton. The response carries the
+request's sequence_id, sequence_start and sequence_end as parameters, as Triton's does."""
 
 from __future__ import annotations
 
@@ -269,6 +270,9 @@ class Run:
         except ServeError as exc:
             self._fail(exc)
             return
+        # Triton's ensemble response carries the request's sequence fields, whatever the steps'
+        response.parameters = {"sequence_id": request.sequence_id, "sequence_start": request.sequence_start,
+                               "sequence_end": request.sequence_end}
         now = time.monotonic_ns()
         ensemble.stats.record_execution(1, max(request.batch_size, 1), *self.compute)
         ensemble.stats.record_success(now - request.arrival_ns, 0, max(request.batch_size, 1))

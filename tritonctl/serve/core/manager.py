@@ -176,6 +176,8 @@ class ModelManager:
                 self._fail(entry, old, serving, [], unreadable=loaded.unreadable)
             config = loaded.config
             config.name = name
+            if config.platform == "ensemble":
+                self._load_steps(config)
             available = [v.version for v in version_dirs(model_dir) if v.version is not None and v.version >= 0]
             wanted, missing = policy_versions(config, available)
             for version in missing:
@@ -210,6 +212,17 @@ class ModelManager:
             if entry.error or any(s.state != READY for s in entry.states.values()):
                 self._fail(entry, old, serving, fresh)
             self._install(name, entry, old)
+
+    def _load_steps(self, config) -> None:
+        """Load the ensemble's step models that were never loaded or were unloaded, as Triton
+        does; one that fails to load leaves the ensemble's load to name it."""
+        for model in dict.fromkeys(step.model_name for step in config.ensemble_scheduling.step):
+            entry = self.models.get(model)
+            if (entry is None or entry.unloaded) and model not in self.loading and (self.repository / model).is_dir():
+                try:
+                    self.load(model)
+                except ServeError:
+                    pass
 
     def _fail(self, entry: ModelEntry, old: ModelEntry | None, serving: bool, fresh: list,
               unreadable: bool = False) -> None:
@@ -309,6 +322,15 @@ class ModelManager:
             entry.unloaded = True
             entry.error = ""
         log.info("unloaded model '%s'", name)
+        for dependent in self._ensembles_using(name):
+            self.unload(dependent)
+
+    def _ensembles_using(self, name: str) -> list[str]:
+        """The loaded ensembles with a step on ``name``: as in Triton, unloading a model unloads
+        them too (state UNAVAILABLE, reason "unloaded"); loading one again loads its steps."""
+        return [other for other, entry in list(self.models.items())
+                if other != name and any(step.model == name for version in list(entry.versions.values())
+                                         for step in getattr(version, "steps", ()))]
 
     def poll(self) -> None:
         """POLL mode: load new and changed models, unload removed ones."""
