@@ -62,10 +62,16 @@ def test_correlation_id_control_types():
     assert values(text.tensors(True, False, True, 7))["CORRID"] == b"7"
     assert values(text.tensors(False, False, False, None))["CORRID"] == b""
     text.check_id("fine")
+    SequenceControls(config()).check_id(7)
     with pytest.raises(ServeError) as caught:
         SequenceControls(config()).check_id("session-a")
     assert caught.value.status is Status.INVALID_ARG
-    assert "string sequence id 'session-a'" in caught.value.message and "TYPE_UINT64" in caught.value.message
+    assert caught.value.message == ("sequence batching control 'CORRID' data-type is 'BYTES', but model 'm' "
+                                    "expects 'UINT64'")
+    with pytest.raises(ServeError) as caught:
+        text.check_id(7)
+    assert caught.value.message == ("sequence batching control 'CORRID' data-type is 'UINT64', but model 'm' "
+                                    "expects 'BYTES'")
 
 
 def test_control_without_values_is_a_load_error():

@@ -148,6 +148,7 @@ class SequenceScheduler:
         if request.batch_size > 1:
             raise invalid_arg(f"inference request to model '{model}' must specify batch-size 1 due to "
                               "requirements of sequence batcher")
+        self.controls.check_id(request.sequence_id)
         if self.iterative:  # each request starts a sequence of its own, which ends when it is released
             request.sequence_start, request.sequence_end = True, False
             if request.sequence_id == 0 or request.sequence_id == "":
@@ -158,7 +159,6 @@ class SequenceScheduler:
         if cid == 0 or cid == "":
             raise invalid_arg(f"inference request to model '{model}' must specify a non-zero or non-empty "
                               "correlation ID")
-        self.controls.check_id(cid)
         start, end = request.sequence_start, request.sequence_end
         with self.lock:
             if not self._accepting:

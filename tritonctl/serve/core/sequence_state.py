@@ -83,12 +83,17 @@ class SequenceControls:
         return [c.name for c in self.controls]
 
     def check_id(self, sequence_id: int | str) -> None:
-        """A string id cannot fill a numeric CORRID input: say so instead of passing garbage."""
-        if self.corrid is not None and isinstance(sequence_id, str) and self.corrid.config_type != "TYPE_STRING":
-            raise invalid_arg(
-                f"inference request to model '{self.model}' has the string sequence id '{sequence_id}', but the "
-                f"model's {KIND_NAMES[CORRID]} input '{self.corrid.name}' is {self.corrid.config_type}; send an "
-                "integer sequence_id, or give the control data_type: TYPE_STRING")
+        """The id's type must be the CORRID control's: a string id for TYPE_STRING, an integer one
+        for the numeric types (later Triton releases' refusal; Triton 2.51 filled a numeric control
+        with the string's bytes, and failed a batching model's every request with a string control)."""
+        corrid = self.corrid
+        if corrid is None or sequence_id == 0 or sequence_id == "":
+            return
+        sent = "BYTES" if isinstance(sequence_id, str) else "UINT64"
+        expected = corrid.datatype
+        if (sent == "BYTES") != (expected == "BYTES"):
+            raise invalid_arg(f"sequence batching control '{corrid.name}' data-type is '{sent}', but model "
+                              f"'{self.model}' expects '{expected}'")
 
     def tensors(self, start: bool, end: bool, ready: bool, sequence_id: int | str | None) -> dict[str, InferTensor]:
         """The controls of one request; ``sequence_id`` None for an idle slot's filler (CORRID 0 / "")."""
