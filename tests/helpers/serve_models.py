@@ -209,3 +209,21 @@ def write_python_model(repo: Path, name: str, config: str, code: str) -> Path:
     (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n' + textwrap.dedent(config))
     (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
     return repo / name
+
+
+# Execute marks that it began ({started}), then waits until the test releases it ({release}):
+# for ever when no release comes.
+GATED_PY = '''
+import os
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        open({started!r}, "w").close()
+        while not os.path.exists({release!r}):
+            time.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.array([7.0], np.float32))])
+                for _ in requests]
+'''

@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from helpers.serve_models import write_python_model
+from helpers.serve_models import GATED_PY, write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 # OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1; BYTES as the decimal text of the numbers.
@@ -48,22 +48,6 @@ input [ {{ name: "INPUT0" data_type: {t} dims: [ 16 ] }}, {{ name: "INPUT1" data
 output [ {{ name: "OUTPUT0" data_type: {t} dims: [ 16 ] }}, {{ name: "OUTPUT1" data_type: {t} dims: [ 16 ] }} ]
 instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
-
-# Execute marks that it began, then waits until the test releases it.
-GATED = '''
-import os
-import time
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    def execute(self, requests):
-        open({started!r}, "w").close()
-        while not os.path.exists({release!r}):
-            time.sleep(0.01)
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.array([7.0], np.float32))])
-                for _ in requests]
-'''
 
 GATED_CONFIG = """max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -202,7 +186,7 @@ def test_a_stream_message_that_does_not_parse_ends_the_reading_as_a_half_close(s
 
 def test_a_streams_new_requests_are_refused_once_the_server_stops(tmp_path, transports):
     started, release = tmp_path / "started", tmp_path / "release"
-    write_python_model(tmp_path / "repo", "gated", GATED_CONFIG, GATED.format(started=str(started),
+    write_python_model(tmp_path / "repo", "gated", GATED_CONFIG, GATED_PY.format(started=str(started),
                                                                                 release=str(release)))
     options = ServeOptions(tmp_path / "repo", http_port=None, grpc_port=0, metrics_port=None, exit_timeout_secs=10,
                            **transports)

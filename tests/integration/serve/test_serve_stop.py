@@ -24,28 +24,13 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
+from helpers.serve_models import GATED_PY
 from tritonctl.analyzer.engine import SERVING_LINE
 
 # How long past its exit timeout a process may take to be gone: the stop's own steps (about 1.5 s)
 # plus room for a loaded machine. The exit timeouts below are 1 s, so a stop that waits for what
 # is stuck (the old behaviour: 30 s or never) fails.
 MARGIN_S = 8.0
-
-# Execute marks that it began, then waits for a release file: for ever when none comes.
-GATED = '''
-import os
-import time
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    def execute(self, requests):
-        open({started!r}, "w").close()
-        while not os.path.exists({release!r}):
-            time.sleep(0.01)
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.array([7.0], np.float32))])
-                for _ in requests]
-'''
 
 # Execute marks that it began, then blocks in read(2) on a pipe nobody writes to.
 BLOCKED = '''
@@ -97,7 +82,7 @@ def write_model(repo: Path, name: str, source: str, dims: str = "1") -> Path:
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
-    write_model(root, "gated", GATED)
+    write_model(root, "gated", GATED_PY)
     write_model(root, "blocked", BLOCKED)
     write_model(root, "big", BIG, "1, -1")
     return root

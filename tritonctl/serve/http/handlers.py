@@ -219,15 +219,21 @@ class HttpHandlers:
             return self.begin_infer(model, version, request, answer)
         return self.begin_generate(model, version, request, GENERATE_ACTIONS[action], answer)
 
+    def _inference_refused(self, request: HttpRequest, answer: Answer) -> bool:
+        """Whether --http-restricted-api keeps this request from inference (then it is answered)."""
+        if self.restrictions is None:
+            return False
+        refused = self.refusal(restricted.INFERENCE, request)
+        if refused is not None:
+            self._deliver(refused, request.headers, answer)
+        return refused is not None
+
     def begin_generate(self, model: str, version: str, request: HttpRequest, streaming: bool,
                        answer: Answer) -> InferCall | None:
         """Decode a generate request (generate.py); as ``begin_infer``, except that for
         ``streaming`` the reply's body is a ChunkedBody the transport writes as it fills."""
-        if self.restrictions is not None:
-            refused = self.refusal(restricted.INFERENCE, request)
-            if refused is not None:
-                self._deliver(refused, request.headers, answer)
-                return None
+        if self._inference_refused(request, answer):
+            return None
         traces = self.server.traces
         trace = traces.sample(model) if traces.enabled else None
         path, headers = request.path, request.headers
@@ -259,11 +265,8 @@ class HttpHandlers:
         """Decode an inference request. ``answer(status, headers, body)`` runs once: at once when
         the request is refused (then None is returned), else from the thread that finishes it,
         after ``submit_infer``. Between the two the transport may note the call as open."""
-        if self.restrictions is not None:
-            refused = self.refusal(restricted.INFERENCE, request)
-            if refused is not None:
-                self._deliver(refused, request.headers, answer)
-                return None
+        if self._inference_refused(request, answer):
+            return None
         traces = self.server.traces
         trace = traces.sample(model) if traces.enabled else None
         try:
