@@ -80,13 +80,19 @@ def deserialize_bytes(buffer, count: int, name: str, model: str, request_id: str
             out[found] = bytes(view[offset:offset + length])
         found += 1
         offset += length
-    if found < count:
-        raise invalid_arg(f"{rid}expected {count} string elements for inference input '{name}' for model '{model}', "
-                          f"got {found}")
-    if found > count:
-        raise invalid_arg(f"{rid}unexpected number of string elements {found} for inference input '{name}' for model "
-                          f"'{model}', expecting {count}")
+    check_string_count(found, count, name, model, rid)
     return out
+
+
+def check_string_count(given: int, expected: int, name: str, model: str, rid: str = "") -> None:
+    """Refuse a BYTES input of ``given`` strings where its shape holds ``expected``, in Triton's
+    words; ``rid`` is the "[request id: ...] " prefix, where Triton writes one."""
+    if given < expected:
+        raise invalid_arg(f"{rid}expected {expected} string elements for inference input '{name}' for model "
+                          f"'{model}', got {given}")
+    if given > expected:
+        raise invalid_arg(f"{rid}unexpected number of string elements {given} for inference input '{name}' for "
+                          f"model '{model}', expecting {expected}")
 
 
 def to_raw(datatype: str, array: np.ndarray):

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 
 from tritonctl.serve.core.errors import ServeError, invalid_arg
+from tritonctl.serve.core.tensors import check_string_count
 from tritonctl.serve.core.types import NUMPY_DTYPE, InferRequest, InferResponse, InferTensor
 from tritonctl.serve.http.codec import ELEMENT_READ_ERROR, NOT_STRING, _json_data, _RawTokens
 from tritonctl.serve.http.json_reader import Pairs
@@ -110,12 +111,7 @@ class GenerateDecoder:
         Triton refuses it once the request is formed."""
         rid = f"[request id: {self.request.id or '<id_unknown>'}] "
         for name, given, expected in self.string_counts:
-            if given < expected:
-                raise invalid_arg(f"{rid}expected {expected} string elements for inference input '{name}' for model "
-                                  f"'{self.model}', got {given}")
-            if given > expected:
-                raise invalid_arg(f"{rid}unexpected number of string elements {given} for inference input '{name}' "
-                                  f"for model '{self.model}', expecting {expected}")
+            check_string_count(given, expected, name, self.model, rid)
 
 
 def leaves(value):
