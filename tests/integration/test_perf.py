@@ -54,8 +54,9 @@ def server(tmp_path_factory):
     write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 500 }")
     write_onnx_only(repo)  # X: [batch, n] with n variable
     # OUTPUT: the running total of INPUT over a sequence. A run ends with sequences still open, whose
-    # batch slots the next run waits for: they are freed after half a second.
-    write_accumulator(repo, "accumulator", idle_us=500_000)
+    # batch slots the next run waits for: they are freed after 2 s (half a second released live
+    # sequences too, on a loaded machine, between two of their requests).
+    write_accumulator(repo, "accumulator", idle_us=2_000_000)
     write_python_model(repo, "decoupled", """
         max_batch_size: 0
         model_transaction_policy { decoupled: true }
