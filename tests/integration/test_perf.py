@@ -53,10 +53,10 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("perf") / "repo"
     write_add_sub(repo, extra="dynamic_batching { max_queue_delay_microseconds: 500 }")
     write_onnx_only(repo)  # X: [batch, n] with n variable
-    # OUTPUT: the running total of INPUT over a sequence. A run ends with sequences still open, whose
-    # batch slots the next run waits for: they are freed after 2 s (half a second released live
-    # sequences too, on a loaded machine, between two of their requests).
-    write_accumulator(repo, "accumulator", idle_us=2_000_000)
+    # OUTPUT: the running total of INPUT over a sequence, four batch slots. Sequences left open hold
+    # their slot for the idle time, a minute here: each run must end the sequences it started (as
+    # perf_analyzer does), or the next run waits for a slot and measures nothing.
+    write_accumulator(repo, "accumulator", idle_us=60_000_000)
     write_python_model(repo, "decoupled", """
         max_batch_size: 0
         model_transaction_policy { decoupled: true }

@@ -43,15 +43,25 @@ class LoadState:
         return self.reached
 
 
-class LoadGenerator:
-    """Runs ``send(request)`` over the prepared requests (round-robin) until ``stop()``, or until
-    ``limit`` requests have been sent. A send that returns the request's ``Responses`` (a streamed
-    request) is timed to its last response."""
+@dataclass
+class Workload:
+    """How the load generator sends: ``send`` one of ``requests``; ``close``, when given, after the
+    last request of a level has been answered, sends what ends the level and says how many requests."""
 
-    def __init__(self, send: Callable[[Any], Awaitable[Responses | None]], requests: list[Any],
-                 limit: int | None = None):
-        self._send = send
-        self._requests = requests
+    send: Callable[[Any], Awaitable[Responses | None]]
+    requests: list[Any]
+    close: Callable[[], Awaitable[int]] | None = None
+
+
+class LoadGenerator:
+    """Runs the workload's ``send(request)`` over its requests (round-robin) until ``stop()``, or
+    until ``limit`` requests have been sent. A send that returns the request's ``Responses`` (a
+    streamed request) is timed to its last response."""
+
+    def __init__(self, workload: Workload, limit: int | None = None):
+        self._send = workload.send
+        self._requests = workload.requests
+        self._close = workload.close
         self._limit = limit
         self._next = 0
         self._stopping = False
@@ -72,11 +82,14 @@ class LoadGenerator:
         self._tasks = [asyncio.create_task(self._scheduler(gaps_s(intervals_us)))]
 
     async def stop(self) -> None:
-        """Stop sending and wait for every request in flight, so the counts are final."""
+        """Stop sending and wait for every request in flight, so the counts are final; then close
+        the workload (the sequences still live)."""
         self._stopping = True
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+        if self._close is not None:
+            self.state.sent += await self._close()
 
     def _pick(self) -> Any:
         request = self._requests[self._next]

@@ -11,7 +11,7 @@ from tritonctl.perf.client import ModelInfo, PerfClient, RequestSettings
 from tritonctl.perf.export import LevelRecord, record_level
 from tritonctl.perf.inputs import GENERATED, build_workload, request_shapes
 from tritonctl.perf.intervals import describe as describe_intervals
-from tritonctl.perf.loadgen import LoadGenerator
+from tritonctl.perf.loadgen import LoadGenerator, Workload
 from tritonctl.perf.measurement import LevelResult, Responses, ServerStats, Window, is_stable, merge_windows
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
 from tritonctl.perf.sequences import DEFAULT_SEQUENCE_LENGTH, SequencePlayer
@@ -48,7 +48,7 @@ def _quiet_about_interrupts(loop: asyncio.AbstractEventLoop, context: dict) -> N
 
 
 async def prepare_requests(client: PerfClient, options: PerfOptions):
-    """The model's metadata, a sender of one request, and the requests to send (built once)."""
+    """The model's metadata and the workload of the load generator (its requests built once)."""
     info = await client.model_info(options.model, options.model_version)
     check_model(info, options)
     check_sequence_ids(info, options)
@@ -73,7 +73,7 @@ async def prepare_requests(client: PerfClient, options: PerfOptions):
         return responses
 
     if not info.sequence:
-        return info, infer, [r for stream in streams for r in stream]
+        return info, Workload(infer, [r for stream in streams for r in stream])
     player = SequencePlayer(streams, options.sequence_length or (None if real_data else DEFAULT_SEQUENCE_LENGTH),
                             options.sequence_length_variation, options.sequence_id_start,
                             info.string_correlation_id, end_id=options.sequence_id_end)
@@ -85,7 +85,16 @@ async def prepare_requests(client: PerfClient, options: PerfOptions):
         finally:
             player.give_back(sequence)
 
-    return info, send_in_sequence, [None]
+    async def close_sequences() -> int:
+        """End every live sequence; these requests are sent but not measured."""
+        endings = player.take_endings()
+        await asyncio.gather(*(infer(request, parameters) for _, request, parameters in endings),
+                             return_exceptions=True)
+        for sequence, _, _ in endings:
+            player.give_back(sequence)
+        return len(endings)
+
+    return info, Workload(send_in_sequence, [None], close_sequences)
 
 
 @dataclass
@@ -158,7 +167,7 @@ async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfRes
     asyncio.get_running_loop().set_exception_handler(_quiet_about_interrupts)
     async with PerfClient(options.url, options.protocol, options.request_timeout_s,
                           request_settings(options)) as client:
-        info, send, prepared = await prepare_requests(client, options)
+        info, workload = await prepare_requests(client, options)
         if options.trace_settings:
             await client.update_trace_settings(options.model, options.trace_settings)
         result = PerfResult(options, info)
@@ -172,7 +181,7 @@ async def _run(options: PerfOptions, progress: Callable[[str], None]) -> PerfRes
             label = level_label(options, concurrency, rate)
             progress(f"measuring {label}")
             limit = options.request_count + options.warmup_requests if options.request_count else None
-            generator = LoadGenerator(send, prepared, limit)
+            generator = LoadGenerator(workload, limit)
             level = await _measure_level(options, client, generator, concurrency, rate, check_latency,
                                          result.records)
             result.total_sent += generator.state.sent

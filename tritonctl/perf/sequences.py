@@ -1,6 +1,8 @@
 """Sequences for models with a sequence batcher, as perf_analyzer sends them: each sequence has its own
 correlation id, its first request carries the start flag and its last the end flag, and one sequence
-has at most one request in flight, so N requests in flight are N live sequences."""
+has at most one request in flight, so N requests in flight are N live sequences. When a level ends,
+every sequence still live is closed with one more request flagged end (perf_analyzer's
+CompleteOngoingSequences), so none is left holding a slot of the server's sequence batcher."""
 
 from __future__ import annotations
 
@@ -41,6 +43,20 @@ class SequencePlayer:
     def take(self) -> tuple[Sequence, Any, dict[str, Any]]:
         """A sequence, its next request, and the sequence parameters of that request."""
         sequence = self._idle.pop(0) if self._idle else self._start()
+        return self._next_request(sequence)
+
+    def take_endings(self) -> list[tuple[Sequence, Any, dict[str, Any]]]:
+        """The closing request of every live sequence (called once none has a request in flight):
+        its next step, flagged end; ``give_back`` then retires the sequence."""
+        endings = []
+        for sequence in self._idle:
+            sequence.length = sequence.position + 1
+            endings.append(self._next_request(sequence))
+        self._idle = []
+        return endings
+
+    @staticmethod
+    def _next_request(sequence: Sequence) -> tuple[Sequence, Any, dict[str, Any]]:
         step = sequence.position
         sequence.position += 1
         parameters = {"sequence_id": sequence.correlation_id, "sequence_start": step == 0,

@@ -84,8 +84,8 @@ async def _together(loads: list[PerfOptions]) -> list[LevelResult]:
 
 
 async def _generator(client: PerfClient, options: PerfOptions) -> LoadGenerator:
-    _, send, prepared = await prepare_requests(client, options)
-    return LoadGenerator(send, prepared)
+    _, workload = await prepare_requests(client, options)
+    return LoadGenerator(workload)
 
 
 def _start(generator: LoadGenerator, options: PerfOptions) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tritonctl.perf.intervals import describe, gaps_s, mean_rate, parse_intervals, read_intervals
-from tritonctl.perf.loadgen import LoadGenerator
+from tritonctl.perf.loadgen import LoadGenerator, Workload
 from tritonctl.perf.options import PerfError, PerfOptions, check_options
 
 intervals = st.lists(st.integers(0, 3_600_000_000), min_size=1, max_size=50).filter(sum)
@@ -86,7 +86,7 @@ def test_the_generator_replays_the_intervals():
         pass
 
     async def scenario():
-        generator = LoadGenerator(send, ["a"])
+        generator = LoadGenerator(Workload(send, ["a"]))
         generator.start_intervals((2000, 0, 4000))  # 3 sends per 6 ms: 500/s
         await asyncio.sleep(0.3)
         await generator.stop()

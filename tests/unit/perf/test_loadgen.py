@@ -8,7 +8,7 @@ import gc
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tritonctl.perf.loadgen import LoadGenerator, LoadState
+from tritonctl.perf.loadgen import LoadGenerator, LoadState, Workload
 from tritonctl.perf.sequences import SequencePlayer
 
 
@@ -23,7 +23,7 @@ def test_concurrency_keeps_n_in_flight_and_drains_on_stop():
         in_flight -= 1
 
     async def scenario():
-        generator = LoadGenerator(send, ["a", "b"])
+        generator = LoadGenerator(Workload(send, ["a", "b"]))
         generator.start_concurrency(3)
         await asyncio.wait_for(generator.state.wait_for_count(30).wait(), 5)
         await generator.stop()
@@ -40,7 +40,7 @@ def test_request_rate_sends_at_the_rate_and_records_failures():
             raise RuntimeError("model said no\nsecond line")
 
     async def scenario(distribution):
-        generator = LoadGenerator(send, ["good", "bad"])
+        generator = LoadGenerator(Workload(send, ["good", "bad"]))
         generator.start_request_rate(200, distribution)
         await asyncio.sleep(0.5)
         await generator.stop()
@@ -101,7 +101,8 @@ def test_ctrl_c_inside_a_client_task_is_not_printed_again(caplog):
 @settings(max_examples=40, deadline=None)
 def test_sequences_have_one_request_in_flight_and_start_and_end_flags(concurrency, length, rounds):
     """N concurrent senders play N sequences; each sequence sends its steps in order, flagged start
-    on the first and end on the last, and an id is never reused."""
+    on the first and end on the last, and an id is never reused. Once the senders stop, every
+    sequence still live is closed with its next step flagged end."""
     player = SequencePlayer([["a", "b", "c"]], length, 0, first_id=5)
     sent: dict[int, list[tuple[str, bool, bool]]] = {}
 
@@ -122,12 +123,20 @@ def test_sequences_have_one_request_in_flight_and_start_and_end_flags(concurrenc
         await asyncio.gather(*(sender() for _ in range(concurrency)))
 
     asyncio.run(main())
+    live = {i for i, steps in sent.items() if not steps[-1][2]}
+    endings = player.take_endings()
+    assert {parameters["sequence_id"] for _, _, parameters in endings} == live
+    for sequence, step, parameters in endings:
+        assert parameters["sequence_end"]
+        sent[parameters["sequence_id"]].append((step, parameters["sequence_start"], True))
+        player.give_back(sequence)
+    assert player.take_endings() == []
     assert min(sent) == 5
     for steps in sent.values():
         assert [s for s, _, _ in steps] == ["abc"[i % 3] for i in range(len(steps))]
         assert [start for _, start, _ in steps] == [True] + [False] * (len(steps) - 1)
-        ends = [end for _, _, end in steps]
-        assert ends == [False] * (length - 1) + [True] if len(steps) == length else not any(ends)
+        assert [end for _, _, end in steps] == [False] * (len(steps) - 1) + [True]
+        assert len(steps) <= length
 
 
 def test_sequences_take_their_length_from_the_stream_without_a_sequence_length():
@@ -159,7 +168,7 @@ def test_a_limit_stops_sending_after_that_many_requests():
         await asyncio.sleep(0.001)
 
     async def scenario():
-        generator = LoadGenerator(send, ["a"], limit=7)
+        generator = LoadGenerator(Workload(send, ["a"]), limit=7)
         generator.start_concurrency(3)
         await asyncio.wait_for(generator.state.wait_for_count(7).wait(), 5)
         await asyncio.sleep(0.01)
