@@ -143,14 +143,16 @@ def test_ensemble_traffic_is_batched_by_the_composing_models_batcher(server):
     assert ensemble["success"]["count"] == 4
 
 
-def test_a_failing_step_fails_the_request_with_the_steps_error_counted_twice(server):
+def test_a_failing_step_fails_the_request_with_the_steps_error(server):
     a = np.array([[-5, 0, 0, 0]], np.float32)
     with pytest.raises(ServeError) as raised:
         result(*submit(server, "pipeline", {"A": a, "B": np.zeros((1, 4), np.float32)}))
     assert raised.value.status is Status.INTERNAL
     assert raised.value.message == "in ensemble 'pipeline', negative input"
     stats = server.statistics("pipeline")["model_stats"][0]["inference_stats"]
-    assert stats["fail"]["count"] == 2  # Triton 2.51 counts a failed ensemble request twice
+    # Triton 2.51 counts a failed ensemble request once when it answers the error and once more when it
+    # releases the request, which it never does while a step runs: TWICE still waits in add_sub's batcher
+    assert stats["fail"]["count"] == 1
     with pytest.raises(ServeError) as raised:  # checked against the ensemble's own config first
         submit(server, "pipeline", {"A": np.zeros((1, 3), np.float32), "B": np.zeros((1, 3), np.float32)})
     assert "unexpected shape for input 'A' for model 'pipeline'. Expected [-1,4], got [1,3]. " in raised.value.message

@@ -94,9 +94,10 @@ DECOUPLED_BRANCHES = register(
     "ENS19", "step receives inputs from different decoupled models", "error",
     """
     A decoupled model may send any number of responses per request, so tensors from two
-    different decoupled models (or from one and the ensemble input) cannot be paired.
-    Triton refuses: "step of model '<x>' receives inputs originated from different
-    decoupled models".
+    different decoupled models (or from one and the ensemble input) cannot be paired, neither
+    as the inputs of a step nor as the ensemble's outputs. Triton refuses: "step of model
+    '<x>' receives inputs originated from different decoupled models" (x: the ensemble itself
+    for its outputs).
     """, "ENS-19",
     example=Example(
         ensemble(
@@ -264,6 +265,15 @@ def _check_decoupled(ctx, config, flow: Dataflow, step_configs: dict) -> None:
             label = next_label
         for tensor in step.output_map.values():
             labels[tensor] = label
+    outputs = [entry.name for entry in config.output]
+    if outputs and all(name in labels for name in outputs):  # Triton's last check: the ensemble's own outputs
+        first = labels[outputs[0]]
+        for index, name in enumerate(outputs):
+            if labels[name] != first:
+                ctx.report(DECOUPLED_BRANCHES, f"ensemble outputs '{outputs[0]}' and '{name}' originate from "
+                           "different decoupled models", ("output", index, "name"),
+                           hint="take every ensemble output from one decoupled branch")
+                return
 
 
 def check_tensors(ctx, config, flow: Dataflow) -> None:
