@@ -6,6 +6,12 @@ from pathlib import Path
 
 from helpers.serve_models import add_sub_onnx, write_add_sub
 
+# Short windows with a wide stability band: these tests are about what analyze does with its
+# measurements, not about their precision (the 100 ms windows of a tiny model hold hundreds of
+# requests). FAST for AnalyzeOptions, FAST_ARGS for the command line.
+FAST = {"measurement_interval_ms": 100.0, "stability_percentage": 50.0, "max_trials": 4}
+FAST_ARGS = ["-p", "100", "-s", "50", "-r", "4"]
+
 
 def onnx_model(repo: Path, name: str = "add_sub", config: str | None = "") -> Path:
     """An add/sub ONNX model ([batch, 4] inputs); ``config`` None leaves out config.pbtxt (auto-complete),

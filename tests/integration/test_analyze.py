@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.analyze_models import onnx_model
+from helpers.analyze_models import FAST, FAST_ARGS, onnx_model
 from tritonctl.analyzer.analyze import AnalyzeOptions, Reporter, run_analyze
 from tritonctl.analyzer.objective import Constraints
 from tritonctl.analyzer.results import COLUMNS
@@ -26,8 +26,6 @@ from helpers.cli_runner import cli
 from tritonctl.repo_schema.validate import validate_paths
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
-FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4"]
 DEFAULT_CONFIG = "dynamic_batching { max_queue_delay_microseconds: 100 }"
 SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0, 2000), instance_counts=(1,), concurrency=(1, 2, 4))
 

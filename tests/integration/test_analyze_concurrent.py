@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.analyze_models import FAST_ARGS as ANALYZE_FAST_ARGS
 from helpers.analyze_models import onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.objective import NOISE
 
-FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4", "--engine", "inprocess", "--strategy", "exhaustive",
+FAST_ARGS = [*ANALYZE_FAST_ARGS, "--engine", "inprocess", "--strategy", "exhaustive",
              "--batch-sizes", "1,8", "--queue-delays", "0", "--instance-counts", "1", "--concurrency", "1,2"]
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.analyze_models import onnx_model
+from helpers.analyze_models import FAST, onnx_model
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, read
 from tritonctl.analyzer.hardware import TAG_ENV, fingerprint
 from tritonctl.analyzer.search import SearchSpace
 
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
 SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2))
 
 

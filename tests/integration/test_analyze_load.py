@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers.analyze_models import FAST as ANALYZE_FAST
+from helpers.analyze_models import FAST_ARGS as ANALYZE_FAST_ARGS
 from helpers.analyze_models import onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
@@ -17,8 +19,8 @@ from tritonctl.analyzer.objective import Constraints
 from tritonctl.analyzer.search import SearchSpace
 from tritonctl.repo_schema.validate import validate_paths
 
-FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4", "--engine", "inprocess"]
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4, "engine": "inprocess"}
+FAST_ARGS = [*ANALYZE_FAST_ARGS, "--engine", "inprocess"]
+FAST = {**ANALYZE_FAST, "engine": "inprocess"}
 POLICY_CONFIG = """dynamic_batching {
   max_queue_delay_microseconds: 100
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 500000 max_queue_size: 16 }

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers.analyze_models import onnx_model, pipeline_repository
+from helpers.analyze_models import FAST, FAST_ARGS, onnx_model, pipeline_repository
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.pipeline_space import PipelineKnobs, ensemble_error, load_pipeline, pipeline_kind
 from tritonctl.analyzer.point import Point
 from tritonctl.analyzer.search import AnalyzeError, Knobs, SearchSpace, validation_error
 
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
 # Max batch sizes 1 and 4 only: the ensemble (max_batch_size 8) refuses both in its steps (ENS13).
 SPACE = SearchSpace(batch_sizes=(1, 4), queue_delays_us=(0,), instance_counts=(1, 2), concurrency=(1, 4))
 
@@ -117,7 +116,7 @@ def test_exhaustive_measures_the_whole_product(repo, tmp_path):
 def test_cli_composing_models(repo, tmp_path, capsys):
     code, out, err = cli(capsys, "analyze", str(repo), "-m", "bls", "--composing-models", "pre,post", "-o", str(tmp_path / "out"),
                  "--batch-sizes", "4", "--queue-delays", "0", "--instance-counts", "1", "--concurrency", "2",
-                 "--engine", "inprocess", "-p", "150", "-s", "50", "-r", "4")
+                 "--engine", "inprocess", *FAST_ARGS)
     assert code == 0, err
     assert "latency share at the chosen config" in out + err
     assert (tmp_path / "out" / "post" / "config.pbtxt").is_file()

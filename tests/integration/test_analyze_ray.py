@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.analyze_models import add_sub_ensemble, onnx_model
+from helpers.analyze_models import FAST, FAST_ARGS, add_sub_ensemble, onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions
 from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, read
@@ -22,7 +22,6 @@ from tritonctl.analyzer.hardware import fingerprint
 from tritonctl.analyzer.repository import RepositoryReporter, run_repository
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace
 
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
 SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2))
 LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray puts every node and worker on 127.0.0.1
 
@@ -110,7 +109,7 @@ def test_the_command_tunes_one_model_on_a_node(cluster, repo, tmp_path, capsys):
     head, _workers = cluster
     out = tmp_path / "out"
     code, stdout, err = cli(capsys, "analyze", str(repo), "-m", "beta", "--ray", head.address, "-o", str(out),
-                            "--engine", "inprocess", "--strategy", "exhaustive", "-p", "150", "-s", "50", "-r", "4",
+                            "--engine", "inprocess", "--strategy", "exhaustive", *FAST_ARGS,
                             "--batch-sizes", "1,8", "--queue-delays", "0", "--instance-counts", "1",
                             "--concurrency", "1,2")
     assert code == 0, err

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.analyze_models import add_sub_ensemble, onnx_model
+from helpers.analyze_models import FAST, FAST_ARGS, add_sub_ensemble, onnx_model
 from helpers.cli_runner import cli
 from tritonctl.analyzer.analyze import AnalyzeOptions
 from tritonctl.analyzer.repository import repository_models, run_repository
 from tritonctl.analyzer.search import AnalyzeError, SearchSpace
 
-FAST = {"measurement_interval_ms": 150.0, "stability_percentage": 50.0, "max_trials": 4}
-FAST_ARGS = ["-p", "150", "-s", "50", "-r", "4"]
 SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2))
 
 
