@@ -138,11 +138,11 @@ class TritonServer:
         """stop_triton.sh: SIGTERM, SIGKILL after ``stop_timeout_s``, shared-memory cleanup.
         ``graceful=False`` kills at once (a hung load blocks a graceful shutdown anyway)."""
         if not graceful and self.pid is not None and _alive(self.pid):
-            os.kill(self.pid, signal.SIGKILL)
+            _kill_with_children(self.pid)
         subprocess.run(["bash", str(ANCHORS / "stop_triton.sh"), str(self.http_port)], env=self._env(),
                        capture_output=True, timeout=self.stop_timeout_s + 30)
         if self.pid is not None and _alive(self.pid):
-            os.kill(self.pid, signal.SIGKILL)
+            _kill_with_children(self.pid)
         self.pid = None
 
     def restart(self) -> None:
@@ -200,6 +200,24 @@ class TritonServer:
                     found.append(previous)  # protobuf's own message does not name the model
                 found.append(line)
         return tuple(found[-limit:])
+
+
+def _kill_with_children(pid: int) -> None:
+    """SIGKILL ``pid`` and its child processes (Triton's Python stubs, which a killed server
+    would otherwise leave running until they notice it is gone)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    for target in (pid, *children):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _alive(pid: int) -> bool:
