@@ -97,6 +97,18 @@ def test_models_of_a_python_based_backend_load_and_answer(server):
     assert [t["name"] for t in config["input"]] == ["INPUT0", "INPUT1"]  # from the backend's auto_complete_config
 
 
+def test_the_config_names_the_backends_model_py_as_runtime(server):
+    """As Triton 2.51 answers (measured with L0_backend_python/python_based_backends' models): a
+    model of a Python-based backend, loaded from its file or with a config override, has
+    ``runtime: "model.py"``, the file Triton runs for it."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.load_model("add", config=json.dumps({"backend": "add_sub"}))
+    client.load_model("sub")
+    for name in ("add", "sub"):
+        config = client.get_model_config(name, as_json=True)["config"]
+        assert (config["backend"], config["runtime"]) == ("add_sub", "model.py")
+
+
 def test_a_backend_that_is_nowhere_is_named_with_where_it_was_looked_for(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     with pytest.raises(InferenceServerException) as refused:

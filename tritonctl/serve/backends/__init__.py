@@ -56,6 +56,7 @@ def _python_process_complete_config(config, model_dir, model_file: Path | None =
 
 
 PYTHON_ISOLATIONS = ("thread", "process")
+PYTHON_RUNTIME = "model.py"  # Triton's kPythonFilename: what a Python-based backend runs
 
 
 def _python_based(backend_directory: Path, thread: bool, name: str) -> BackendType | None:
@@ -64,14 +65,23 @@ def _python_based(backend_directory: Path, thread: bool, name: str) -> BackendTy
     what it reads: ``pb_utils.get_model_dir()``)."""
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         return None  # a name that is not one directory
-    model_file = backend_directory / name / "model.py"
+    model_file = backend_directory / name / PYTHON_RUNTIME
     if not model_file.is_file():
         return None
     if thread:
         return BackendType(name, partial(_python, model_file=model_file),
-                           partial(_python_complete_config, model_file=model_file))
+                           partial(_python_based_complete_config, _python_complete_config, model_file))
     return BackendType(name, partial(_python_process, model_file=model_file),
-                       partial(_python_process_complete_config, model_file=model_file))
+                       partial(_python_based_complete_config, _python_process_complete_config, model_file))
+
+
+def _python_based_complete_config(complete, model_file: Path, config, model_dir):
+    """A Python-based backend's model, its config completed: as Triton, which names the file it
+    runs as the model's ``runtime`` ("model.py", where the config leaves it empty) when it finds
+    the backend, before the model's ``auto_complete_config`` sees the config."""
+    if not config.runtime:
+        config.runtime = PYTHON_RUNTIME
+    return complete(config, model_dir, model_file=model_file)
 
 
 def registry(python_isolation: str = "process", backend_directory: Path | None = None) -> BackendRegistry:
