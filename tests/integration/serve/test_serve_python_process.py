@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -501,6 +502,22 @@ def test_loading_a_crashed_model_again_gives_it_a_new_process(tmp_path):
         client.load_model("crasher")  # its files are unchanged, yet a version with a dead stub is not kept
         assert client.is_model_ready("crasher")
         assert client.infer("crasher", [http_input("HOW", np.array([0], np.int32), "INT32")]).as_numpy("OUT")[0] == 0
+
+
+def test_sigint_and_sigterm_leave_a_stub_to_the_server(tmp_path):
+    """As Triton's stub, a stub does nothing on SIGINT and SIGTERM: a Ctrl-C in the terminal (or a
+    SIGTERM to the process group) reaches the stubs with the server, and the server still stops
+    the model with its finalize (qa/L0_backend_python/logging counts the finalize's log lines)."""
+    write_python_model(tmp_path, "add", "max_batch_size: 0\n", ADD)
+    with serve(tmp_path) as server:
+        stub = int((tmp_path / "add" / "initialized").read_text().split()[1])
+        os.kill(stub, signal.SIGINT)
+        os.kill(stub, signal.SIGTERM)
+        time.sleep(0.3)  # what the signals do is done by then
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.infer("add", [http_input("IN", np.array([1], np.int32), "INT32")]).as_numpy("OUT").tolist() == [2]
+        assert client.is_model_ready("add")
+    assert (tmp_path / "add" / "finalized").read_text() == "yes"
 
 
 def test_a_stub_killed_in_initialize_fails_the_load_with_tritons_words(tmp_path):

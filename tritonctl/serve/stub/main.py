@@ -25,6 +25,7 @@ import itertools
 import logging
 import os
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -544,8 +545,21 @@ class Stub:
         return None
 
 
+def _skip_signal(signum, frame) -> None:
+    """Triton's stub handler of SIGINT and SIGTERM: nothing."""
+
+
+def skip_stop_signals() -> None:
+    """As Triton's stub does, SIGINT and SIGTERM do nothing here: a Ctrl-C in the terminal (sent to
+    the whole process group) or a SIGTERM to the group stops the server, which then finalizes the
+    instance; the stub ends when the server says so, or when the server is gone."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _skip_signal)
+
+
 def main() -> None:
     global pb_utils, STUB
+    skip_stop_signals()
     orders_fd, prefix, calls_fd = int(sys.argv[1]), sys.argv[3], int(sys.argv[4])
     fork_address = sys.argv[5] if len(sys.argv) > 5 else None
     sys.argv = [""]  # what Triton's stub shows a model
