@@ -14,6 +14,7 @@ this module; ``serve``'s ``pb_utils`` re-exports it, so both share one implement
 from __future__ import annotations
 
 import json
+import numbers
 
 INPUT_PROPERTIES = ("name", "data_type", "dims", "optional")
 OUTPUT_PROPERTIES = ("name", "data_type", "dims")
@@ -28,7 +29,10 @@ class TritonError:
     UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED = range(8)
 
     def __init__(self, message: str, code: int = INTERNAL):
-        self._message = str(message)
+        if not isinstance(message, str) or not isinstance(code, numbers.Integral):  # as Triton's binding
+            raise TypeError(f"TritonError(): incompatible function arguments: takes a str message and a "
+                            f"TritonError code, got {type(message).__name__} and {type(code).__name__}")
+        self._message = message
         self._code = code
 
     def message(self) -> str:

@@ -1,6 +1,7 @@
 """pb_utils refuses arguments as Triton's Python backend does (qa/L0_backend_python/
 argument_validation): an argument of the wrong type is a TypeError, as from its pybind11
-bindings; a None inside a list of tensors, or a DLPack source that is none, a TritonModelException."""
+bindings; a None inside a list of tensors, an empty tensor name, or a DLPack source that is none,
+a TritonModelException."""
 
 from __future__ import annotations
 
@@ -68,6 +69,45 @@ def test_inference_response_takes_no_tensors_or_a_list():
 def test_tensor_refuses_arguments_as_triton(make, error):
     with pytest.raises(error):
         make()
+
+
+ARRAY = np.asarray([1, 2], dtype=np.int32)
+NOT_DLPACK = ("Provided tensor is not supported. Tensor must be a DLPack capsule         or have `__dlpack__` and "
+              "`__dlpack_device__` attributes")
+
+
+@pytest.mark.parametrize("make, error, text", [
+    (lambda: pb_utils.Tensor("", ARRAY), pb_utils.TritonModelException, "Tensor name cannot be an empty string."),
+    (lambda: pb_utils.Tensor("OUTPUT0", [1, 2]), TypeError, None),  # a numpy.ndarray only
+    (lambda: pb_utils.Tensor("OUTPUT0", 3), TypeError, None),
+    (lambda: pb_utils.Tensor.from_dlpack(None, ARRAY), TypeError, None),
+    (lambda: pb_utils.Tensor.from_dlpack("", None), pb_utils.TritonModelException,
+     "Tensor name cannot be an empty string."),
+    (lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", None), pb_utils.TritonModelException, NOT_DLPACK),
+    (lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", 1), pb_utils.TritonModelException, NOT_DLPACK),
+    (lambda: pb_utils.InferenceRequest(**{**REQUEST, "inputs": [None], "request_id": "7"}),
+     pb_utils.TritonModelException,
+     "Input tensor for request with id '7' and model name 'my_model' should not be empty."),
+    (lambda: pb_utils.InferenceRequest(**{**REQUEST, "inputs": [None], "flags": None}), TypeError, None),
+    (lambda: pb_utils.InferenceRequest(**{**REQUEST, "inputs": [None, 1]}), TypeError, None),
+    (lambda: pb_utils.InferenceResponse([None]), pb_utils.TritonModelException,
+     "Output tensor for inference response should not be empty."),
+    (lambda: pb_utils.InferenceResponse([None], error="failed"), TypeError, None),
+    (lambda: pb_utils.TritonError(None), TypeError, None),
+    (lambda: pb_utils.TritonError(1), TypeError, None),
+    (lambda: pb_utils.TritonError("failed", "INTERNAL"), TypeError, None),
+])
+def test_refusals_have_tritons_type_order_and_words(make, error, text):
+    """Measured on Triton 2.51: the types of all arguments are checked first (TypeError), then
+    Triton's own checks, in its words."""
+    with pytest.raises(error) as raised:
+        make()
+    assert text is None or str(raised.value) == text
+
+
+def test_from_dlpack_takes_a_capsule_or_an_object_with_both_dlpack_methods():
+    assert pb_utils.Tensor.from_dlpack("A", ARRAY.__dlpack__()).as_numpy().tolist() == [1, 2]
+    assert pb_utils.Tensor.from_dlpack("B", TENSOR).as_numpy().tolist() == [1, 2]
 
 
 @pytest.mark.parametrize("call", [

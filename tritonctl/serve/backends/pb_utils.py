@@ -70,12 +70,14 @@ def _typed(value, types, call: str, argument: str):
 
 def _listed(values, types, call: str, argument: str, none_refused: str | None = None) -> list:
     """``values`` (a list or tuple) of ``types``; a None element refused with ``none_refused``
-    (TritonModelException) where Triton checks for it, else TypeError like any other element."""
+    (TritonModelException) where Triton checks for it, else TypeError like any other element. The
+    other elements' types come first, as pybind11 converts the whole list before Triton looks."""
     _typed(values, (list, tuple), call, argument)
     for value in values:
-        if value is None and none_refused is not None:
-            raise TritonModelException(none_refused)
-        _typed(value, types, call, f"{argument}[]")
+        if value is not None or none_refused is None:
+            _typed(value, types, call, f"{argument}[]")
+    if none_refused is not None and any(value is None for value in values):
+        raise TritonModelException(none_refused)
     return list(values)
 
 
@@ -120,6 +122,10 @@ class Logger:
 
 
 _DLPACK_CPU = 1  # DLPack's kDLCPU
+EMPTY_TENSOR_NAME = "Tensor name cannot be an empty string."
+# Triton's text, spaces and all (a line continuation inside its C++ string literal).
+NOT_DLPACK = ("Provided tensor is not supported. Tensor must be a DLPack capsule         or have `__dlpack__` and "
+              "`__dlpack_device__` attributes")
 
 
 class _Capsule:
@@ -150,10 +156,12 @@ class Tensor:
 
     def __init__(self, name: str, data):
         _typed(name, str, "Tensor()", "name")
-        if data is None:
+        if not isinstance(data, np.ndarray):  # Triton's binding takes a numpy.ndarray only
             raise TypeError("Tensor(): incompatible function arguments: the tensor's data must be a numpy array, "
-                            "got None")
-        array = np.asarray(data)
+                            f"got {type(data).__name__}")
+        if not name:
+            raise TritonModelException(EMPTY_TENSOR_NAME)
+        array = data
         if array.dtype.kind in "SU":
             array = array.astype(object)
         self._name = name
@@ -198,13 +206,17 @@ class Tensor:
     @staticmethod
     def from_dlpack(name: str, dlpack) -> "Tensor":
         """A tensor sharing the memory of ``dlpack``: a DLPack capsule, or an object with
-        ``__dlpack__`` (a torch tensor, say). CPU memory in C order only, as in Triton."""
-        if not isinstance(name, str) or not name:
-            raise TritonModelException(f"pb_utils.Tensor.from_dlpack: the tensor's name must be a non-empty str, "
-                                       f"got {name!r}")
-        if dlpack is None:
-            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): no DLPack capsule or object given")
-        source = dlpack if hasattr(dlpack, "__dlpack__") else _Capsule(dlpack)
+        ``__dlpack__`` and ``__dlpack_device__`` (a torch tensor, say). CPU memory in C order only,
+        as in Triton."""
+        _typed(name, str, "from_dlpack()", "name")
+        if not name:
+            raise TritonModelException(EMPTY_TENSOR_NAME)
+        if hasattr(dlpack, "__dlpack__") and hasattr(dlpack, "__dlpack_device__"):
+            source = dlpack
+        elif type(dlpack).__name__ == "PyCapsule":
+            source = _Capsule(dlpack)
+        else:
+            raise TritonModelException(NOT_DLPACK)
         try:
             array = np.from_dlpack(source)
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
@@ -243,7 +255,6 @@ class InferenceRequest:
         call = "InferenceRequest()"
         if not _typed(model_name, str, call, "model_name"):
             raise TritonModelException("InferenceRequest needs model_name, the name of the model to run")
-        self._inputs = _listed(inputs, Tensor, call, "inputs", "Input tensor is None.")
         self._requested = _listed(requested_output_names, str, call, "requested_output_names")
         self._model_name = model_name
         self._id = _typed(request_id, str, call, "request_id")
@@ -253,8 +264,11 @@ class InferenceRequest:
         self._timeout = int(_typed(timeout, int, call, "timeout"))
         if preferred_memory is not None:
             _typed(preferred_memory, PreferredMemory, call, "preferred_memory")
-        self._parameters = {} if parameters is None else _checked_parameters(parameters, "InferenceRequest")
         self._model_version = int(_typed(model_version, int, call, "model_version"))
+        # Once every argument has its type, as in Triton: no None among the inputs, then the parameters.
+        self._inputs = _listed(inputs, Tensor, call, "inputs", f"Input tensor for request with id '{self._id}' "
+                               f"and model name '{model_name}' should not be empty.")
+        self._parameters = {} if parameters is None else _checked_parameters(parameters, "InferenceRequest")
         self._source = None  # the served request (core InferRequest) of a request execute received
         self._senders = None
         self._index = 0
@@ -356,8 +370,9 @@ class InferenceResponse:
     def __init__(self, output_tensors: list[Tensor] = (), error: TritonError | None = None,
                  parameters: dict | str | None = None):
         call = "InferenceResponse()"
-        self._outputs = _listed(output_tensors, Tensor, call, "output_tensors", "Output tensor is None.")
         self._error = None if error is None else _typed(error, TritonError, call, "error")
+        self._outputs = _listed(output_tensors, Tensor, call, "output_tensors",
+                                "Output tensor for inference response should not be empty.")
         # the checked values; the server and the stub read them here, the model as JSON
         self._parameter_values = None if parameters is None else _checked_parameters(parameters, "InferenceResponse")
 
