@@ -168,3 +168,42 @@ def test_grpc_client_plugin_suite_passes(qa, serve_args):
            for name in ("GRPCClientPluginTest", "GRPCClientPluginAsyncTest")},
         **{f"[restricted_protocol] RestrictedProtocolTest.test_{name}": ("passed", "")
            for name in ("sanity", "model_repository", "health", "infer", "stream_infer")}}
+
+
+def test_python_based_backends_suite_passes(qa, serve_args):
+    """L0_backend_python/python_based_backends: models whose config is only ``backend:
+    "add_sub"``, run by a Python-based backend (``add_sub/model.py`` in the backend directory,
+    which auto-completes their inputs and outputs), one of them in two versions, beside a Python
+    model in two versions. Its files are fetched, not kept here (tests/triton_qa/README.md)."""
+    suites, runner = qa
+    suite = suites.SUITES["L0_backend_python/python_based_backends"]
+    absent = runner._upstream_absent(suite) or (None if suites.python_model("python_based_backends").is_dir()
+                                                else "python_models/python_based_backends is not fetched")
+    if absent:
+        pytest.skip(absent)
+    cases = _run(qa, suite, serve_args)
+    assert {name: (case.outcome, case.message) for name, case in cases.items() if case.outcome != "not_applicable"} == {
+        "PythonBasedBackendsTest.test_add_sub_models": ("passed", ""),
+        "PythonBasedBackendsTest.test_python_model": ("passed", "")}
+    assert cases["PythonBasedBackendsTest.test_pytorch_model"].outcome == "not_applicable"  # a libtorch model
+
+
+def test_backend_python_logging_and_custom_metrics_suites_pass(qa, serve_args):
+    """L0_backend_python/logging: a model's Logger lines reach the server's log at each level, as
+    the log settings (verbose level 1, info, warning and error off, set over HTTP) let them, and
+    its finalize logs when the server stops, its stub having had the SIGTERM of the whole process
+    group; L0_backend_python/custom_metrics: the model's own unittest cases of MetricFamily and
+    Metric (counters, gauges, histograms, duplicates, refusals) against the server's /metrics. Their
+    files are fetched, not kept here (tests/triton_qa/README.md)."""
+    suites, runner = qa
+    logs, metrics = suites.SUITES["L0_backend_python/logging"], suites.SUITES["L0_backend_python/custom_metrics"]
+    absent = runner._upstream_absent(logs) or runner._upstream_absent(metrics) or next(
+        (f"python_models/{name} is not fetched" for name in ("identity_fp32_logging", "custom_metrics")
+         if not suites.python_model(name).is_dir()), None)
+    if absent:
+        pytest.skip(absent)
+    cases = {**_run(qa, logs, serve_args), **_run(qa, metrics, serve_args)}
+    assert {name: (case.outcome, case.message) for name, case in cases.items()} == {
+        **{f"[{phase}] {case}": ("passed", "") for phase in ("default", "verbose", "disabled")
+           for case in ("LogTest.test_log_output", "test.sh.checks")},
+        "PythonUnittest.test_python_unittest": ("passed", "")}

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ REPO_ROOT = HERE.parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
-from suites import FETCHED, SUITES, Phase, Suite, upstream_path  # noqa: E402
+from suites import FETCHED, SUITES, Phase, Suite  # noqa: E402
 
 UPSTREAM_PORTS = (8000, 8001, 8002)  # what the tests hardcode: localhost:8000 / :8001 / :8002
 PORT_PATTERN = re.compile(r"(?<=:)(8000|8001|8002)\b")
@@ -150,7 +151,8 @@ def _engine_absent(engine: str) -> str | None:
 
 
 def _upstream_absent(suite: Suite) -> str | None:
-    if upstream_path(suite.name).is_dir():
+    test_file = suite.tests[0].split("::")[0]
+    if any((root / suite.name / test_file).is_file() for root in (HERE / "upstream", FETCHED)):
         return None
     return (f"the upstream files of {suite.name} are neither in tests/triton_qa/upstream nor in {FETCHED} "
             "(tests/triton_qa/README.md says how to fetch them)")
@@ -198,17 +200,39 @@ def _stage(suite: Suite, workdir: Path, ports: tuple[int, int, int]) -> Path:
         shutil.copytree(FETCHED / "common", workdir / "common", dirs_exist_ok=True,
                         ignore=lambda _, names: [n for n in names if (HERE / "upstream" / "common" / n).exists()])
     suite_dir = workdir / suite.name
-    shutil.copytree(upstream_path(suite.name), suite_dir)  # may be nested: L0_backend_python/io
+    # May be nested (L0_backend_python/io) or in both places (L0_backend_python: the kept files
+    # of its subsuites, the fetched python_test.py); the kept copy of a file wins.
+    for root in (FETCHED, HERE / "upstream"):
+        if (root / suite.name).is_dir():
+            shutil.copytree(root / suite.name, suite_dir, dirs_exist_ok=True)
+    beside = _copy_parent_files(suite.name, suite_dir.parent)
     if suite.client_shims:
         (workdir / "common" / "sitecustomize.py").write_text(
             "\n".join(CLIENT_SHIMS[name] for name in suite.client_shims))
+    _move_ports([*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py"), *beside], ports)
+    return suite_dir
+
+
+def _copy_parent_files(name: str, target: Path) -> list[Path]:
+    """The Python files beside a nested suite's directory, which its test.sh runs (the
+    ``../python_unittest.py`` of L0_backend_python's subsuites), copied into ``target``; the
+    kept copy of a file wins over the fetched one."""
+    parent = Path(name).parent
+    copies: dict[str, Path] = {}
+    for root in (FETCHED, HERE / "upstream") if parent != Path(".") else ():
+        for source in sorted((root / parent).glob("*.py")):
+            copies[source.name] = Path(shutil.copy(source, target / source.name))
+    return list(copies.values())
+
+
+def _move_ports(files, ports: tuple[int, int, int]) -> None:
+    """The 8000/8001/8002 that ``files`` hardcode become ``ports``, in place."""
     mapping = dict(zip(map(str, UPSTREAM_PORTS), map(str, ports)))
-    for source in [*suite_dir.rglob("*.py"), *(workdir / "common").rglob("*.py")]:
+    for source in files:
         text = source.read_text()
         moved = PORT_PATTERN.sub(lambda match: mapping[match.group(1)], text)
         if moved != text:
             source.write_text(moved)
-    return suite_dir
 
 
 def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python: str | None = None,
@@ -216,7 +240,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
     """Every case of ``suite`` on ``engine``; ``serve_args`` go to ``tritonctl serve`` (e.g. the
     Python transports: --grpc-transport aio --http-transport uvicorn)."""
     run = SuiteRun(suite.name, engine)
-    absent = _engine_absent(engine) or _upstream_absent(suite)
+    absent = _engine_absent(engine) or (suite.phases and _upstream_absent(suite))  # no phase: nothing runs
     if absent:
         run.problem = absent
         return run
@@ -229,6 +253,7 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
             suite_dir = _stage(suite, phase_dir, ports)
             repository = suite_dir / "qa_models"
             (phase.build or suite.build)(suite_dir, repository)
+            _move_ports(repository.rglob("*.py"), ports)  # models that call the server (custom_metrics)
             cases, problem = _run_phase(suite, phase, engine, phase_dir, suite_dir, repository, ports,
                                         client_python or default_client_python(), serve_args)
             prefix = f"[{phase.label}] " if phase.label else ""
@@ -248,36 +273,78 @@ def run_suite(suite: Suite, engine: str, keep: Path | None = None, client_python
 def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_dir: Path, repository: Path,
                ports: tuple[int, int, int], client_python: str,
                serve_args: tuple[str, ...] = ()) -> tuple[dict[str, CaseResult], str]:
-    """One server, one pytest run of the phase's test files; the cases' outcomes and what went
-    wrong around them (the server did not start, the run timed out)."""
+    """One server, one unittest run of the phase's test files (one per step where test.sh acts
+    on the server between its runs: ``phase.before``); the cases' outcomes and what went wrong
+    around them (the server did not start, the run timed out)."""
     prefix = f"[{phase.label}] " if phase.label else ""
-    report = phase_dir / "cases.json"
-    tests = phase.tests or suite.tests
+    steps = _steps(phase, phase.tests or suite.tests)
+    reports = [phase_dir / ("cases.json" if index == 0 else f"cases{index}.json") for index in range(len(steps))]
     skip = [case.removeprefix(prefix) for case in suite.not_applicable
             if case.startswith(prefix) or not case.startswith("[")]
-    command = [client_python, str(HERE / "unittest_driver.py"), str(report), str(suite.case_timeout_s), *tests,
-               "--skip", *skip]
     env = {**os.environ, "TRITONSERVER_IPADDR": "localhost", "PYTHONPATH": str(phase_dir / "common"),
            **suite.env, **phase.env}
     env.pop("PYTHONHOME", None)
-    problem = ""
+    problem, output = "", ""
     try:
         log = suite_dir / suite.server_log if suite.server_log else phase_dir / f"{engine}.log"
-        with Server(engine, repository, suite, phase, log, ports, serve_args):
-            done = subprocess.run(command, cwd=suite_dir, env=env, capture_output=True, text=True,
-                                  timeout=suite.suite_timeout_s)
+        with Server(engine, repository, suite, phase, log, ports, serve_args) as server:
+            refused = _post(phase.posts, ports[0])
+            for step, report in zip(steps, reports):
+                if step[0] in phase.before:
+                    phase.before[step[0]](server.process.pid)
+                command = [client_python, str(HERE / "unittest_driver.py"), str(report), str(suite.case_timeout_s),
+                           *step, "--skip", *skip]
+                done = subprocess.run(command, cwd=suite_dir, env=env, capture_output=True, text=True,
+                                      timeout=suite.suite_timeout_s)
+                output += (done.stdout or "") + (done.stderr or "")
     except RuntimeError as exc:
         return {}, str(exc)
     except subprocess.TimeoutExpired as exc:
         problem = f"the suite ran past {suite.suite_timeout_s} s"
-        done = subprocess.CompletedProcess(command, -1, exc.stdout or "", exc.stderr or "")
-    output = (done.stdout or "") + (done.stderr or "")
-    output = output if isinstance(output, str) else output.decode(errors="replace")
+        for part in (exc.stdout, exc.stderr):
+            output += part.decode(errors="replace") if isinstance(part, bytes) else part or ""
     (phase_dir / "pytest.out").write_text(output)
-    cases = _read_cases(report)
+    cases = {name: case for report in reports for name, case in _read_cases(report).items()}
+    if phase.posts or phase.log_counts:
+        cases["test.sh.checks"] = _test_sh_checks(refused, phase.log_counts, log)
     if not cases and not problem:
         problem = "no case ran: " + _first_line(output[-3000:])
     return cases, problem
+
+
+def _post(posts: tuple[tuple[str, str], ...], http_port: int) -> list[str]:
+    """test.sh's ``curl -d BODY localhost:8000/PATH``; the ones not answered 200, with the answer."""
+    refused = []
+    for path, body in posts:
+        request = urllib.request.Request(f"http://127.0.0.1:{http_port}{path}", data=body.encode(), method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            refused.append(f"POST {path} {body}: {exc.code} {exc.read().decode(errors='replace')}")
+        except OSError as exc:
+            refused.append(f"POST {path} {body}: {exc}")
+    return refused
+
+
+def _test_sh_checks(refused: list[str], log_counts: dict[str, int], log: Path) -> CaseResult:
+    """The outcome of test.sh's own checks around its client run: its POSTs all answered 200,
+    and ``grep -c TEXT`` of the stopped server's log gives each count it expects."""
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    wrong = [f"grep -c {text!r}: {found} lines, expected {expected}" for text, expected in log_counts.items()
+             if (found := sum(text in line for line in lines)) != expected]
+    problems = refused + wrong
+    return CaseResult("failed" if problems else "passed", "; ".join(problems))
+
+
+def _steps(phase: Phase, tests: tuple[str, ...]) -> list[list[str]]:
+    """The phase's tests in the client runs test.sh makes of them: a new run at each test that
+    ``phase.before`` acts on first."""
+    steps: list[list[str]] = []
+    for test in tests:
+        if not steps or test in phase.before:
+            steps.append([])
+        steps[-1].append(test)
+    return steps
 
 
 # ---------------------------------------------------------------- tables

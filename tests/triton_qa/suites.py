@@ -41,6 +41,15 @@ class Phase:
     triton_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     build: Callable[[Path, Path], None] | None = None  # default: the suite's
+    # What test.sh does to the running server between two of its client runs: test -> an action
+    # called with the server's process id before that test (of ``tests``) runs.
+    before: dict[str, Callable[[int], None]] = field(default_factory=dict)
+    # What test.sh POSTs with curl once the server is up, before its client run: (path, JSON
+    # body), each to answer 200; and what it greps from the server's log once the server is
+    # stopped: text -> the number of lines that must hold it. Reported as the phase's case
+    # "test.sh.checks".
+    posts: tuple[tuple[str, str], ...] = ()
+    log_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -665,6 +674,285 @@ MODEL_READINESS = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_backend_python (python_test.py)
+
+def _batching_uint8(config: str) -> str:
+    """identity_fp32's config as test.sh's sed makes identity_uint8 of it: UINT8, batches of up to
+    8, held up to 12 s for a batch of 8."""
+    return (re.sub(r"(?m)^max_batch_size:.*", "max_batch_size: 8", _sed_name("identity_uint8")(config))
+            .replace("TYPE_FP32", "TYPE_UINT8")
+            + "dynamic_batching { preferred_batch_size: [8], max_queue_delay_microseconds: 12000000 }\n")
+
+
+def build_backend_python(suite_dir: Path, repository: Path) -> None:
+    """The repository of test.sh's python_test.py run: identity_fp32 under other types, batching
+    and names (as test.sh's sed makes them), default_model_name (model.py as mymodel.py) and the
+    models of python_models/ it copies. Left out: identity_bf16, pytorch_fp32_fp32 and
+    dlpack_identity, whose model.py imports torch (not installed here; their cases are not
+    applicable)."""
+    identity = python_model("identity_fp32")
+    copy_model(identity, repository)
+    copy_model(identity, repository, "identity_uint8", config_edit=_batching_uint8)
+    copy_model(identity, repository, "identity_uint8_nobatch", config_edit=lambda config: re.sub(
+        r"(?m)^max_batch_size:.*", "", config).replace("TYPE_FP32", "TYPE_UINT8"))
+    for name, data_type in (("identity_uint32", "TYPE_UINT32"), ("identity_bool", "TYPE_BOOL")):
+        copy_model(identity, repository, name, config_edit=lambda config, t=data_type: config.replace("TYPE_FP32", t))
+    default = copy_model(identity, repository, "default_model_name",
+                         config_edit=lambda config: config + 'default_model_filename: "mymodel.py"\n')
+    (default / "1" / "model.py").rename(default / "1" / "mymodel.py")
+    for name in ("delayed_model", "init_args", "optional", "non_contiguous", "string", "string_fixed"):
+        copy_model(python_model(name), repository)
+    # The stored init_args/model.py (2020-2021) checks for the instance name 'init_args_0', what
+    # Triton called it before instances were numbered within their group; its later versions
+    # check for 'init_args_0_0', Triton 2.51's name.
+    init_args = repository / "init_args" / "1" / "model.py"
+    init_args.write_text(init_args.read_text().replace("'init_args_0'", "'init_args_0_0'"))
+
+
+TORCH = "its model imports torch, which is not installed here (neither for tritonctl nor in the real Triton's venv)"
+
+BACKEND_PYTHON = Suite(
+    name="L0_backend_python",
+    tests=("python_test.py",),
+    build=build_backend_python,
+    env=NO_SHM_PROBE,
+    # test.sh's first run (its later server starts, for multi_file, model_env, the stub's
+    # shared-memory page size and init_exit, check the server's start and log, not cases).
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"),
+                  triton_args=("--log-verbose=1", "--backend-config=python,shm-default-byte-size=5242880")),),
+    not_applicable={
+        "PythonTest.test_growth_error":
+            "expects the Python backend's shared-memory pool to fail to grow past the CI container's 1 GiB "
+            "/dev/shm, with 1 GiB and 512 MiB requests (the client first makes 8 GiB of float64 for the "
+            "first); this 23 GiB machine has a 24 GiB /dev/shm",
+        "PythonTest.test_gpu_tensor_error": "registers CUDA shared memory (a GPU)",
+        "PythonTest.test_dlpack_tensor_error": "registers CUDA shared memory (a GPU); dlpack_identity imports torch",
+        "PythonTest.test_bf16": "identity_bf16: " + TORCH,
+        "PythonTest.test_infer_pytorch": "pytorch_fp32_fp32: " + TORCH,
+    },
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/unittest
+
+UNITTEST = Suite(
+    name="L0_backend_python/unittest",
+    tests=("../python_unittest.py",),
+    build=build_as_is("models"),
+    phases=(),  # its one case is not applicable: nothing runs
+    not_applicable={
+        "PythonUnittest.test_python_unittest":
+            "test.sh's one model, dlpack_test, runs DLPack checks inside execute with torch and cupy on CUDA "
+            "tensors over several GPUs (test.sh installs torch with CUDA and cupy-cuda12x)",
+    },
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/restart
+
+def kill_server_children(pid: int) -> None:
+    """test.sh's ``kill -9`` of every process ``pgrep --parent $SERVER_PID`` finds: the stubs."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            try:
+                os.kill(int(stat.parent.name), 9)
+            except ProcessLookupError:
+                pass
+
+
+RESTART = Suite(
+    name="L0_backend_python/restart",
+    tests=("restart_test.py::RestartTest::test_infer", "restart_test.py::RestartTest::test_restart"),
+    build=build_as_is("models"),
+    env=NO_SHM_PROBE,
+    # test.sh: test_infer, every child of the server killed (kill -9: the stub), test_restart
+    # (the first request fails, the next is served by a new stub). Its second server start, a stub
+    # killed and then the server stopped, checks shared-memory pages, not cases.
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",),
+                  before={"restart_test.py::RestartTest::test_restart": kill_server_children}),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/python_based_backends
+
+ADD_SUB_PYTORCH_STANDIN = """name: "add_sub_pytorch"
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+         { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def build_python_based_backends(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository and backend: the add_sub Python-based backend (model.py) in
+    ``backends/`` beside the repository (given as --backend-directory, with the real Triton's
+    python backend linked in), 'add' (two versions) and 'sub' over it, python_models/add_sub in
+    two versions; add_sub_pytorch, a libtorch model test.sh makes with torch, is a Python add/sub
+    stand-in here, so that setUp's loads succeed."""
+    backend = suite_dir / "backends" / "add_sub"
+    backend.mkdir(parents=True)
+    shutil.copy(python_model("python_based_backends") / "add_sub_backend" / "model.py", backend / "model.py")
+    from helpers.triton_anchor import triton_home
+    (suite_dir / "backends" / "python").symlink_to(triton_home() / "backends" / "python")
+    for name, versions in (("add", ("1", "2")), ("sub", ("1",))):
+        for version in versions:
+            (repository / name / version).mkdir(parents=True)
+            (repository / name / version / "model.json").write_text(f'{{ "operation": "{name}" }}\n')
+        (repository / name / "config.pbtxt").write_text('backend: "add_sub"\n')
+    copy_model(python_model("add_sub"), repository)
+    shutil.copytree(repository / "add_sub" / "1", repository / "add_sub" / "2")
+    (repository / "add_sub_pytorch" / "1").mkdir(parents=True)
+    (repository / "add_sub_pytorch" / "config.pbtxt").write_text(ADD_SUB_PYTORCH_STANDIN)
+    shutil.copy(EXAMPLE_ADD_SUB, repository / "add_sub_pytorch" / "1" / "model.py")
+
+
+PYTHON_BASED_BACKENDS = Suite(
+    name="L0_backend_python/python_based_backends",
+    tests=("python_based_backends_test.py",),
+    build=build_python_based_backends,
+    phases=(Phase(tritonctl_args=("--model-control-mode", "explicit", "--backend-directory", "backends",
+                                  "--log-verbose", "1"),
+                  triton_args=("--model-control-mode=explicit", "--backend-directory=backends", "--log-verbose=1")),),
+    not_applicable={
+        "PythonBasedBackendsTest.test_pytorch_model":
+            "add_sub_pytorch is a libtorch model (Triton's C++ PyTorch backend, absent from this Triton) made by "
+            "gen_qa_pytorch_model.py with torch; a Python stand-in serves its name here",
+    },
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/io
+
+def build_io_requested_output(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository of its requested-output cases: add_sub. Left out:
+    dlpack_io_identity_decoupled, whose one case is not applicable (below)."""
+    copy_model(python_model("add_sub"), repository)
+
+
+def build_io_prior_crash(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository of its prior-crash case: the suite's requested_output_model as 'llm'."""
+    copy_model(suite_dir / "requested_output_model", repository, name="llm")
+
+
+IO_NEEDS_GPU = ("its models move tensors to the GPU with torch ('.cuda()', 'device=\"cuda\"'); test.sh "
+                "installs a CUDA build of torch for them")
+
+IO = Suite(
+    name="L0_backend_python/io",
+    tests=("io_test.py",),
+    build=build_io_requested_output,
+    env=NO_SHM_PROBE,
+    # test.sh's last two server starts; its first four (ensemble_io twice, dlpack_empty_output,
+    # variable_gpu_output) serve models that need a GPU.
+    phases=(Phase("requested_output", tests=("io_test.py::IOTest::test_requested_output_default",),
+                  tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),
+            Phase("prior_crash", tests=("io_test.py::IOTest::test_requested_output_decoupled_prior_crash",),
+                  build=build_io_prior_crash,
+                  tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",))),
+    not_applicable={
+        "[default] IOTest.test_ensemble_io": IO_NEEDS_GPU,
+        "[decoupled] IOTest.test_ensemble_io": IO_NEEDS_GPU,
+        "IOTest.test_empty_gpu_output": IO_NEEDS_GPU,
+        "IOTest.test_variable_gpu_output": IO_NEEDS_GPU,
+        "IOTest.test_requested_output_decoupled":
+            "dlpack_io_identity_decoupled moves its output to the GPU whenever GPU_OUTPUT[0] is true, and the "
+            "case sends np.random.rand(4).astype(np.bool_), which is all true",
+    },
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/async_execute
+
+def build_async_execute(suite_dir: Path, repository: Path) -> None:
+    """test.sh's repository: async_execute_decouple (a decoupled model whose async execute
+    awaits asyncio.sleep) and async_execute_decouple_bls (which calls it through async BLS). The
+    config.pbtxt of async_execute_decouple could not be fetched: async_execute_decouple_bls's,
+    which names no model (max_batch_size 8, WAIT_SECONDS in, DUMMY_OUT out, decoupled), stands
+    in for it."""
+    for name in ("async_execute_decouple", "async_execute_decouple_bls"):
+        (repository / name / "1").mkdir(parents=True)
+        shutil.copy(python_model(name) / "model.py", repository / name / "1")
+        shutil.copy(python_model("async_execute_decouple_bls") / "config.pbtxt", repository / name)
+
+
+ASYNC_EXECUTE = Suite(
+    name="L0_backend_python/async_execute",
+    tests=("concurrency_test.py",),
+    build=build_async_execute,
+    env={"SERVER_LOG": "concurrency_test.server.log"},
+    server_log="concurrency_test.server.log",
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/argument_validation
+
+ARGUMENT_VALIDATION = Suite(
+    name="L0_backend_python/argument_validation",
+    # ../python_unittest.py asks the model for its result: the model runs its own unittest cases
+    # (pb_utils.InferenceRequest, InferenceResponse and Tensor refusing bad arguments) in execute.
+    tests=("../python_unittest.py",),
+    build=build_as_is("models"),
+    env={**NO_SHM_PROBE, "MODEL_NAME": "argument_validation"},
+    server_log="arg_validation_server.log",
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/custom_metrics
+
+def build_custom_metrics(suite_dir: Path, repository: Path) -> None:
+    copy_model(python_model("custom_metrics"), repository)
+
+
+CUSTOM_METRICS = Suite(
+    name="L0_backend_python/custom_metrics",
+    # The model runs its own unittest cases in execute (pb_utils.MetricFamily and Metric: counters,
+    # gauges, histograms, duplicates, refusals), reading the server's /metrics (its hardcoded
+    # localhost:8002 becomes the run's metrics port); ../python_unittest.py asks it for the result.
+    tests=("../python_unittest.py",),
+    build=build_custom_metrics,
+    env={**NO_SHM_PROBE, "MODEL_NAME": "custom_metrics"},
+    server_log="custom_metrics_server.log",
+    phases=(Phase(tritonctl_args=("--log-verbose", "1"), triton_args=("--log-verbose=1",)),),
+)
+
+
+# ------------------------------------------------------------ L0_backend_python/logging
+
+def build_logging(suite_dir: Path, repository: Path) -> None:
+    copy_model(python_model("identity_fp32_logging"), repository)
+
+
+def log_counts(non_verbose: int, verbose: int) -> dict[str, int]:
+    """test.sh's verify_log_counts: the lines of the server's log holding each message of the
+    model (logged once in initialize, twice in execute, once in finalize)."""
+    return {**{f"{kind} Msg!": non_verbose for kind in ("Specific", "Info", "Warning", "Error")},
+            "Verbose Msg!": verbose}
+
+
+LOGGING = Suite(
+    name="L0_backend_python/logging",
+    tests=("logging_test.py",),
+    build=build_logging,
+    env=NO_SHM_PROBE,
+    server_log="logging_server.log",
+    # test.sh's three server starts, with the default log settings: left so; verbose level 1 set
+    # once the model is loaded (its initialize logged nothing verbose); info, warning and error
+    # turned off once the model is loaded (only initialize logged).
+    phases=(Phase("default", log_counts=log_counts(4, 0)),
+            Phase("verbose", posts=(("/v2/logging", '{"log_verbose_level":1}'),), log_counts=log_counts(4, 3)),
+            Phase("disabled", posts=tuple(("/v2/logging", f'{{"{setting}":false}}')
+                                          for setting in ("log_info", "log_warning", "log_error")),
+                  log_counts=log_counts(1, 0))),
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -685,4 +973,13 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     EXPLICIT,
     ENSEMBLE,
     MODEL_READINESS,
+    BACKEND_PYTHON,
+    UNITTEST,
+    RESTART,
+    PYTHON_BASED_BACKENDS,
+    IO,
+    ASYNC_EXECUTE,
+    ARGUMENT_VALIDATION,
+    CUSTOM_METRICS,
+    LOGGING,
 )}
