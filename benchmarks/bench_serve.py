@@ -10,6 +10,7 @@ server and the in-process onnxruntime speed limit, with one load generator for e
     python benchmarks/bench_serve.py --model embedder      # embedder (seq 32) against in-process onnxruntime
     python benchmarks/bench_serve.py --model blocks --concurrency 16 --protocols grpc  # 128 KiB requests, compute-bound
     python benchmarks/bench_serve.py --concurrency 32 --servers tritonctl --baseline /tmp/base  # against another checkout
+    python benchmarks/bench_serve.py --ensemble --concurrency 32 --servers tritonctl --baseline /tmp/base  # via an ensemble
 
 All servers run at once in their own processes (idle while another is measured) and every
 point is measured `--runs` times, servers taking turns, so slow drifts of this shared machine
@@ -187,11 +188,29 @@ def spinning(config: str) -> str:
                                            'value: { string_value: "1" } }, ', 1)
 
 
-def write_repository(root: Path, workload: Workload, config: str) -> Path:
-    model_dir = root / workload.name
+def write_repository(root: Path, workload: Workload, config: str, ensemble: bool = False) -> Path:
+    """The workload's model; with ``ensemble``, as the one step (``<name>_step``) of an ensemble
+    named ``<name>`` that passes its tensors through, so requests cross the ensemble scheduler."""
+    from google.protobuf import text_format
+
+    from tritonctl.repo_schema.schema import model_config_pb2
+
+    step = f"{workload.name}_step" if ensemble else workload.name
+    model_dir = root / step
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(workload.onnx, model_dir / "1" / "model.onnx")
-    (model_dir / "config.pbtxt").write_text(config)
+    (model_dir / "config.pbtxt").write_text(config.replace(f'name: "{workload.name}"', f'name: "{step}"', 1))
+    if ensemble:
+        parsed = text_format.Parse(config, model_config_pb2().ModelConfig())
+        wrapper = model_config_pb2().ModelConfig(name=workload.name, platform="ensemble",
+                                                 max_batch_size=parsed.max_batch_size)
+        wrapper.input.extend(parsed.input)
+        wrapper.output.extend(parsed.output)
+        only = wrapper.ensemble_scheduling.step.add(model_name=step, model_version=-1)
+        for tensor in (*parsed.input, *parsed.output):
+            (only.input_map if tensor in parsed.input else only.output_map)[tensor.name] = tensor.name
+        (root / workload.name / "1").mkdir(parents=True, exist_ok=True)
+        (root / workload.name / "config.pbtxt").write_text(text_format.MessageToString(wrapper))
     return root
 
 
@@ -423,10 +442,12 @@ class Server:
     """A server process on free ports; ``pid`` is the one whose process tree is charged."""
 
     def __init__(self, name: str, repo: Path, workload: Workload, delay_us: int, options: tuple[str, ...] = (),
-                 baseline: Path | None = None):
+                 baseline: Path | None = None, ensemble: bool = False):
         """``options``: more command-line flags, for tritonctl and triton alike. A tritonctl server
-        named ``...@base`` runs the code of ``baseline`` (another checkout) instead of this one."""
+        named ``...@base`` runs the code of ``baseline`` (another checkout) instead of this one;
+        with ``ensemble`` it serves the model behind a one-step ensemble of the same name."""
         self.name, self.model = name, workload.name
+        self.batched_model = f"{workload.name}_step" if ensemble else workload.name  # whose batches are counted
         self.http_port, self.grpc_port = free_port(), free_port()
         self.process: subprocess.Popen | None = None
         kind, _, source = name.partition("@")
@@ -435,7 +456,7 @@ class Server:
             python_transports = ["--grpc-transport", "aio", "--http-transport", "uvicorn"]
             config = spinning(workload.config) if kind == "tritonctl-spin" else workload.config
             served = (write_triton_repository(repo, workload, delay_us) if kind == "tritonctl-pymodel"
-                      else write_repository(repo, workload, config))
+                      else write_repository(repo, workload, config, ensemble))
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritonctl", "serve", str(served),
                  "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", "-1",
@@ -472,9 +493,9 @@ class Server:
         return self.http_port if protocol == "http" else self.grpc_port
 
     def counts(self) -> tuple[int, int] | None:
-        """(inference_count, execution_count) from the statistics endpoint."""
+        """(inference_count, execution_count) of the batched model from the statistics endpoint."""
         try:
-            url = f"http://127.0.0.1:{self.http_port}/v2/models/{self.model}/stats"
+            url = f"http://127.0.0.1:{self.http_port}/v2/models/{self.batched_model}/stats"
             entry = json.load(urllib.request.urlopen(url, timeout=5))["model_stats"][0]
         except (OSError, KeyError, IndexError, ValueError):
             return None
@@ -596,6 +617,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path,
                         help="another checkout of tritonctl (its compiled transports built): every tritonctl server "
                              "runs a second time from it, as NAME@base, measured in turn with this one")
+    parser.add_argument("--ensemble", action="store_true",
+                        help="tritonctl serves the model as the one step of an ensemble of the same name, so every "
+                             "request crosses the ensemble scheduler (tritonctl servers only)")
     parser.add_argument("--keep-cpus-awake", action="store_true",
                         help="while measuring, a busy loop at idle priority on every CPU (see AwakeCpus), "
                              "for every server alike")
@@ -605,6 +629,8 @@ def main() -> None:
                                if args.model == "mlp" else ["tritonctl"])
     if "triton" in servers and args.model != "mlp":
         parser.error("the real Triton serves only mlp here (its python_onnx_model takes one input)")
+    if args.ensemble and any(not name.startswith("tritonctl") or name == "tritonctl-pymodel" for name in servers):
+        parser.error("--ensemble: only the tritonctl servers of the ONNX model serve the ensemble")
     if {"tritonctl-spin", "tritonctl-pymodel"} & set(servers) and args.model != "mlp":
         parser.error("tritonctl-spin and tritonctl-pymodel serve only mlp")
 
@@ -631,7 +657,7 @@ def main() -> None:
         try:
             for name in servers:
                 started.append(Server(name, Path(tmp) / f"repo-{name}", workload, args.delay_us,
-                                      baseline=args.baseline))
+                                      baseline=args.baseline, ensemble=args.ensemble))
             results: dict[tuple[str, str, int], Point] = {}
             for protocol in args.protocols:
                 for concurrency in concurrencies:
