@@ -305,10 +305,19 @@ def test_responses_sent_from_a_thread_after_execute_returned(served):
 
 
 def test_an_execute_that_raises_fails_the_request_and_the_stream_stays_usable(served):
+    client = httpclient.InferenceServerClient(served.http_url)
+
+    def counts() -> tuple[int, int]:
+        stats = client.get_inference_statistics("raising")["model_stats"][0]["inference_stats"]
+        return stats["success"]["count"], stats["fail"]["count"]
+
+    before = counts()
     messages = stream(served, "raising", [1], 2)
     assert messages[0]["outputs"] == {"OUT": [7]}
     assert messages[1]["error"].startswith("Failed to process the request(s) for model 'raising_0_0', message: "
                                            "ValueError: broke after one response\n\nAt:\n")
+    success, fail = counts()
+    assert (success - before[0], fail - before[1]) == (0, 1)  # a raise fails the request, as in Triton
     assert [m["outputs"]["OUT"] for m in stream(served, "repeat", [9], 1)] == [[9]]
 
 
@@ -369,10 +378,18 @@ def test_reserved_triton_parameters_are_refused_with_tritons_text(served):
 
 def test_bls_reads_every_response_of_a_decoupled_model(served):
     client = httpclient.InferenceServerClient(served.http_url)
+
+    def counts() -> tuple[int, int]:
+        stats = client.get_inference_statistics("repeat")["model_stats"][0]["inference_stats"]
+        return stats["success"]["count"], stats["fail"]["count"]
+
+    before = counts()
     seen = json.loads(client.infer("bls_sum", values(httpclient, [3, -2, 5])).as_numpy("REPORT")[0])
     assert seen == [3, "negative value -2", 5, "empty final"]
-    stats = client.get_inference_statistics("repeat")["model_stats"][0]["inference_stats"]
-    assert stats["success"]["count"] >= 1 and stats["fail"]["count"] >= 1  # counted at each final flag
+    # Counted at the final flag, a success: as in Triton 2.51, the model's own error response
+    # does not fail the request (only an execute() that raises does)
+    success, fail = counts()
+    assert (success - before[0], fail - before[1]) == (1, 0)
 
 
 def test_the_response_sender_refuses_misuse_with_tritons_texts(served, caplog):

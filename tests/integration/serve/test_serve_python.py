@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -46,10 +47,35 @@ class TritonPythonModel:
         return responses
 '''
 
+# Through the response sender: A 999 raises in execute(); otherwise one response with A, then for
+# a negative A an error response (decoupled) or the error response alone (ordinary), then final.
+SENDS_OR_REFUSES = '''
+import json
+import triton_python_backend_utils as pb_utils
 
-def write_answers_or_refuses(repo: Path, name: str, batching: str) -> None:
+class TritonPythonModel:
+    def initialize(self, args):
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
+
+    def execute(self, requests):
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "A").as_numpy()
+            if a.flat[0] == 999:
+                raise RuntimeError("boom")
+            sender = request.get_response_sender()
+            error = pb_utils.InferenceResponse(error=pb_utils.TritonError("x"))
+            if self.decoupled or a.flat[0] >= 0:
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", a)]))
+            if a.flat[0] < 0:
+                sender.send(error)
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
+def write_answers_or_refuses(repo: Path, name: str, batching: str, model_py: str = ANSWERS_OR_REFUSES) -> None:
     (repo / name / "1").mkdir(parents=True)
-    (repo / name / "1" / "model.py").write_text(ANSWERS_OR_REFUSES)
+    (repo / name / "1" / "model.py").write_text(model_py)
     (repo / name / "config.pbtxt").write_text(
         f'backend: "python"\nmax_batch_size: 5\n'
         'input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] }, '
@@ -66,6 +92,9 @@ def served(tmp_path_factory, transports):
     (repo / "raising" / "1" / "model.py").write_text(RAISING)
     write_answers_or_refuses(repo, "refuses_batched", "dynamic_batching { max_queue_delay_microseconds: 2000000 }")
     write_answers_or_refuses(repo, "refuses_alone", "")
+    write_answers_or_refuses(repo, "sends_or_refuses", "", SENDS_OR_REFUSES)
+    write_answers_or_refuses(repo, "sends_or_refuses_decoupled", "model_transaction_policy { decoupled: true }",
+                             SENDS_OR_REFUSES)
     with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
@@ -198,3 +227,28 @@ def test_inputs_of_different_batch_sizes_are_refused_with_tritons_text(served, m
         assert raised.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
         assert raised.value.message() == \
             "[request id: r7] input 'A' batch size does not match other inputs for 'refuses_alone'"
+
+
+def test_error_responses_sent_through_the_response_sender_count_as_successes(served):
+    """Triton 2.51 (measured with these models): the model's own error response, sent through the
+    response sender by an ordinary or a decoupled model, leaves the request a success with its
+    rows; only an execute() that raises fails it."""
+    url = served.grpc_url
+    assert outcome(url, "sends_or_refuses", [rows(grpcclient, 1, 1)]) == "ok"
+    assert outcome(url, "sends_or_refuses", [rows(grpcclient, -1, 1)]) == "StatusCode.INTERNAL x"
+    ordinary = counts(served, "sends_or_refuses")
+    assert (ordinary["inference"], ordinary["executions"], ordinary["success"], ordinary["fail"]) == (2, 2, 2, 0)
+    client = grpcclient.InferenceServerClient(url)
+    answers: list = []
+    client.start_stream(callback=lambda result, error: answers.append(error))
+    try:
+        for value in (1, -1, 999):
+            client.async_stream_infer("sends_or_refuses_decoupled", [rows(grpcclient, value, 1)])
+        deadline = time.monotonic() + 20
+        while len(answers) < 4 and time.monotonic() < deadline:  # 1; -1 and its error; the raise
+            time.sleep(0.01)
+    finally:
+        client.stop_stream()
+    assert sum(error is not None for error in answers) == 2
+    decoupled = counts(served, "sends_or_refuses_decoupled")
+    assert (decoupled["inference"], decoupled["executions"], decoupled["success"], decoupled["fail"]) == (2, 3, 2, 1)

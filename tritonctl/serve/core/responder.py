@@ -2,7 +2,8 @@
 than by returning them from execute(): one per request for an ordinary model, any number (then
 the final flag) for a decoupled model (``model_transaction_policy { decoupled: true }``), from any
 thread, also after execute() returned. Triton's statistics count a request when its final flag
-arrives."""
+arrives: a success, error responses of the model's own included (Triton 2.51 counts a request
+failed only where execute() raised or the server could not send a response)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ class Responder:
     def deliver(self, request: InferRequest, result: dict[str, np.ndarray] | ServeError | None, final: bool,
                 failed: bool, started_ns: int) -> None:
         """``result``: the outputs by name, the error the model sent, or None (the final flag
-        alone). ``failed``: an error was sent for this request before; ``started_ns``: when the
-        execution that received the request began (its queue time ends there)."""
+        alone). ``failed``: the request failed before (execute() raised, or a response could not
+        be sent); ``started_ns``: when the execution that received the request began (its queue
+        time ends there)."""
         model = self.model
         response = error = None
         if isinstance(result, ServeError):
@@ -46,14 +48,15 @@ class Responder:
                 error = exc
         if self.decoupled and request.stream is not None:
             request.send(response, error, final)
-        else:  # one response per request: the first one answers it, later ones are dropped
-            if response is None and error is None:
-                error = internal(f"model '{model.name}' sent the final flag without a response")
+        elif response is not None or error is not None:  # one response per request: the first answers it
             request.finish(response, error)
+        elif not request.done:  # the final flag alone, with no response before it
+            error = internal(f"model '{model.name}' sent the final flag without a response")
+            request.finish(None, error)
         if not final or request.padding:
             return
         now = time.monotonic_ns()
-        if failed or error is not None:
+        if failed or (error is not None and not isinstance(error, ErrorResponse)):
             model.stats.record_failure(now - request.arrival_ns, "BACKEND")
         else:
             model.stats.record_success(now - request.arrival_ns, started_ns - request.queue_start_ns,
