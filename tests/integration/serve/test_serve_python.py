@@ -232,7 +232,7 @@ def test_inputs_of_different_batch_sizes_are_refused_with_tritons_text(served, m
 def test_error_responses_sent_through_the_response_sender_count_as_successes(served):
     """Triton 2.51 (measured with these models): the model's own error response, sent through the
     response sender by an ordinary or a decoupled model, leaves the request a success with its
-    rows; only an execute() that raises fails it."""
+    rows; only an execute() that raises fails it (its execution counts, its compute time not)."""
     url = served.grpc_url
     assert outcome(url, "sends_or_refuses", [rows(grpcclient, 1, 1)]) == "ok"
     assert outcome(url, "sends_or_refuses", [rows(grpcclient, -1, 1)]) == "StatusCode.INTERNAL x"
@@ -252,3 +252,4 @@ def test_error_responses_sent_through_the_response_sender_count_as_successes(ser
     assert sum(error is not None for error in answers) == 2
     decoupled = counts(served, "sends_or_refuses_decoupled")
     assert (decoupled["inference"], decoupled["executions"], decoupled["success"], decoupled["fail"]) == (2, 3, 2, 1)
+    assert decoupled["compute_infer"] == 2  # the execution that raised counts no compute time

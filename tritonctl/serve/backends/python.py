@@ -29,7 +29,8 @@ from tritonctl.serve.backends.numpy_compat import restore_numpy1_names
 from tritonctl.repo_schema.python_model_import import forget_model_modules, import_model_file, model_search_paths
 from tritonctl.serve.stub.errors import describe, execute_failure
 from tritonctl.serve.stub.readiness import ReadinessCheck, has_is_ready, run_is_ready
-from tritonctl.serve.core.backend_api import BackendLoadError, InstanceSpec, RequestBackend, ServerHandle
+from tritonctl.serve.core.backend_api import (AnsweredFailure, BackendLoadError, InstanceSpec, RequestBackend,
+                                              ServerHandle)
 from tritonctl.serve.core.custom_metrics import MetricUser
 from tritonctl.serve.backends.decoupled import BatchSenders, ModelEventLoop
 from tritonctl.serve.core.errors import ServeError, Status, internal
@@ -213,7 +214,7 @@ class PythonBackend(RequestBackend):
             if not self.decoupled:
                 raise error from None
             self._fail_open(pb_requests, error)
-            return None
+            raise AnsweredFailure(error.message) from None
         finally:
             bls.CALLER.reset(token)
         if self.decoupled:

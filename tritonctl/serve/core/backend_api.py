@@ -98,7 +98,13 @@ class RequestBackend(ModelInstance, abc.ABC):
         ServeError that request fails with, or None when the model answers it itself through
         ``deliver`` (``core.responder.Responder.deliver``). None instead of the list for a
         decoupled model, which answers every request through ``deliver``. Raises ServeError when
-        the whole batch fails."""
+        the whole batch fails, AnsweredFailure when it failed after every request was answered
+        through ``deliver`` (a decoupled model's execute() raised)."""
+
+
+class AnsweredFailure(Exception):
+    """A batch's execution failed, and the backend has answered each of its requests with the
+    error already: the execution counts, as in Triton, but no request's compute time does."""
 
 
 class ModelExecutionError(ServeError):

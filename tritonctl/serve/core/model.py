@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from tritonctl.repo_schema.schema import wire_datatype
-from tritonctl.serve.core.backend_api import (BackendLoadError, BackendRegistry, InstanceSpec, LoadRequest,
-                                              ModelInstance, RequestBackend, ServerHandle)
+from tritonctl.serve.core.backend_api import (AnsweredFailure, BackendLoadError, BackendRegistry, InstanceSpec,
+                                              LoadRequest, ModelInstance, RequestBackend, ServerHandle)
 from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
@@ -317,6 +317,10 @@ class ModelVersion:
                 return
             answers = [r if r is None or isinstance(r, ServeError) else self._response(q, r, strict=False)
                        for q, r in zip(batch, results)]
+        except AnsweredFailure:
+            self.stats.record_execution(0, total, 0, time.monotonic_ns() - start, 0)
+            self._release(batch)
+            return
         except Exception as exc:
             error = exc if isinstance(exc, ServeError) else internal(f"model '{self.name}' failed: {exc}")
             self.stats.record_execution(0, total, 0, time.monotonic_ns() - start, 0)
