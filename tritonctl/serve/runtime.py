@@ -157,6 +157,7 @@ class ServerRuntime:
             self.startup_error = RuntimeError("failed to load all models")
             self.clean_stop = False
             self.server.live = False
+            self.started.set()  # whoever waits for the start learns of the failure now
             return
         cpu = CpuMetrics(opts.metrics_interval_ms) if opts.allow_cpu_metrics else None
         metrics_app = MetricsApp(self.manager, self.metrics_config, cpu) if opts.metrics_port is not None else None

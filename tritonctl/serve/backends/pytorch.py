@@ -50,6 +50,8 @@ _thread_counts_lock = threading.Lock()
 _thread_counts_set: dict[str, int] = {}  # process-wide, first model wins (as Triton's call_once)
 _shared_lock = threading.Lock()
 _shared_modules: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # ENABLE_WEIGHT_SHARING
+_states_lock = threading.Lock()
+_states: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (id(config), version dir) -> ModelState
 
 
 def import_torch(model: str):
@@ -128,6 +130,29 @@ def _log_settings(settings: Settings, config) -> None:
         log.info("%s for model instance '%s'", line, config.name)
 
 
+class ModelState:
+    """What Triton's PyTorch backend keeps per model version (its ModelState): the settings its
+    parameters make, read and logged once however many instances the version has. It holds the
+    config, so the config's id names no other while the state lives."""
+
+    def __init__(self, config, settings: Settings):
+        self.config = config
+        self.settings = settings
+
+
+def model_state(config, version_dir: Path) -> ModelState:
+    """The version's ModelState, made (its parameters read and logged) by its first instance."""
+    key = (id(config), str(version_dir))
+    with _states_lock:
+        state = _states.get(key)
+        if state is None:
+            state = ModelState(config, read_settings(config))
+            if config.parameters:
+                _log_settings(state.settings, config)
+            _states[key] = state
+    return state
+
+
 def _declared_return(module):
     """forward()'s declared result type (a TorchScript type), None where it cannot be read."""
     try:
@@ -197,9 +222,8 @@ class PyTorchBackend(Backend):
         super().__init__(config, version_dir, instance)
         torch = import_torch(config.name)
         self.torch = torch
-        self.settings = read_settings(config)
-        if config.parameters:
-            _log_settings(self.settings, config)
+        self.state = model_state(config, version_dir)
+        self.settings = self.state.settings
         _set_thread_counts(torch, self.settings, config.name)
         self.device = self._device(torch, instance)
         path = version_dir / (config.default_model_filename or "model.pt")
@@ -235,7 +259,7 @@ class PyTorchBackend(Backend):
             with _shared_lock:
                 shared = _shared_modules.get(key)
             if shared is not None:
-                log.info("Reusing TorchScript model for instance '%s'", self.instance.name)
+                log.info("Reusing TorchScript model for instance '%s'", self.config.name)  # Triton's words
                 return shared
         try:
             with torch.inference_mode(self.settings.inference_mode):

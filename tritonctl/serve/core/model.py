@@ -40,13 +40,19 @@ class TensorSpec:
 def instance_specs(config) -> list[InstanceSpec]:
     specs = []
     for group in config.instance_group:
-        kind = "KIND_GPU" if group.kind == 1 else "KIND_CPU"  # KIND_AUTO (0) runs on CPU without a GPU
+        kind = instance_kind(group.kind)
         if kind == "KIND_GPU":
             for gpu in (list(group.gpus) or [0]):
                 specs.extend(InstanceSpec(f"{group.name}_{i}", kind, gpu) for i in range(group.count))
         else:
             specs.extend(InstanceSpec(f"{group.name}_{i}", kind) for i in range(group.count))
     return specs
+
+
+def instance_kind(kind: int) -> str:
+    """The kind an instance group's instances run as: KIND_GPU, KIND_MODEL (the model places its
+    own tensors, as Triton's KIND_MODEL), else KIND_CPU (KIND_AUTO (0) runs on CPU without a GPU)."""
+    return {1: "KIND_GPU", 3: "KIND_MODEL"}.get(kind, "KIND_CPU")
 
 
 class ModelVersion:
