@@ -99,6 +99,10 @@ def serve(
                                        help="As tritonserver: exit (status 1, 'failed to load all models') when a "
                                             "model fails to load at start-up; --no-exit-on-error serves the others "
                                             "(tritonserver's --exit-on-error=false)."),
+    strict_model_config: bool = typer.Option(False, "--strict-model-config/--no-strict-model-config",
+                                             help="As tritonserver's --strict-model-config=true "
+                                                  "(--disable-auto-complete-config): every model needs its "
+                                                  "config file, and no backend completes a config."),
     exit_timeout_secs: float = typer.Option(30.0, "--exit-timeout-secs",
                                             help="On SIGTERM/SIGINT, time allowed for in-flight requests; what is still running then is cut (exit 1)."),
     model_config_name: str = typer.Option(None, "--model-config-name",
@@ -223,7 +227,8 @@ def serve(
             http_restricted_api=list(http_restricted_api), grpc_restricted_protocol=list(grpc_restricted_protocol),
             log_verbose=log_verbose, log_format=log_format.value,
             extra_args=([f"--backend-directory={backend_directory.resolve()}"] if backend_directory else [])
-            + ([] if exit_on_error else ["--exit-on-error=false"]) + metrics_flags + list(triton_arg))
+            + ([] if exit_on_error else ["--exit-on-error=false"])
+            + (["--strict-model-config=true"] if strict_model_config else []) + metrics_flags + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -237,6 +242,7 @@ def serve(
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
         backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error,
+        strict_model_config=strict_model_config,
         allow_cpu_metrics=cpu_metrics_on, metrics_interval_ms=interval_ms)
     runtime = ServerRuntime(options)
     loop = new_event_loop()

@@ -83,6 +83,10 @@ class ServeOptions:
     # tritonserver's --exit-on-error: a model that fails to load at start-up stops the server (the
     # CLI's default is tritonserver's, true; here false, so that an embedding program decides)
     exit_on_error: bool = False
+    # tritonserver's --strict-model-config (--disable-auto-complete-config): a model without its
+    # config file fails to load, and no backend completes a config (a Python model's
+    # auto_complete_config is not run)
+    strict_model_config: bool = False
     # tritonserver's --backend-directory: where Python-based backends (<dir>/<backend>/model.py) are
     # found; None: Triton's default, /opt/tritonserver/backends
     backend_directory: Path | None = None
@@ -100,7 +104,7 @@ class ServerRuntime:
                                     backends.registry(options.python_isolation, options.backend_directory),
                                     options.control_mode,
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
-                                    self.response_cache)
+                                    self.response_cache, auto_complete=not options.strict_model_config)
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
         # HeaderPatternError (a ValueError) when a pattern is not a regular expression
         self.http_forwarding = header_forwarding(options.http_header_forward_pattern, "--http-header-forward-pattern")

@@ -84,13 +84,18 @@ def fingerprint(model_dir: Path) -> tuple:
     return tuple(entries)
 
 
+def files_but_config(entries: tuple) -> tuple:
+    """A fingerprint less the model's config files (config.pbtxt, configs/)."""
+    return tuple(e for e in entries if e[0] != "config.pbtxt" and not e[0].startswith("configs/"))
+
+
 class ModelManager:
     """``backends``: the backends models may name (the runtime registers them); ``host``: the
     handle every instance gets, set to the server once one runs over this manager."""
 
     def __init__(self, repository: Path, backends: BackendRegistry, control_mode: str = "none",
                  config_name: str | None = None, strict_readiness: bool = True, drain_timeout_s: float = 30.0,
-                 response_cache: ResponseCache | None = None):
+                 response_cache: ResponseCache | None = None, auto_complete: bool = True):
         self.repository = repository
         self.backends = backends
         self.host = ServerHandle()
@@ -99,6 +104,9 @@ class ModelManager:
         self.config_name = config_name
         self.strict_readiness = strict_readiness
         self.drain_timeout_s = drain_timeout_s
+        # tritonserver's --strict-model-config=true (auto_complete False): every model needs its
+        # config file, and no backend completes a config
+        self.auto_complete = auto_complete
         self.models: dict[str, ModelEntry] = {}
         self._locks_lock = threading.Lock()
         self._model_locks: dict[str, threading.RLock] = {}
@@ -170,7 +178,11 @@ class ModelManager:
             except Escape as exc:
                 entry.error = str(exc)
                 self._fail(entry, old, serving, [])
-            loaded = load_config(model_dir, self.config_name, config_override, self.backends.complete_config)
+            if config_override is None and not self.auto_complete and not self._has_config_file(model_dir):
+                entry.error = f"failed to open text file for read {model_dir / 'config.pbtxt'}: No such file or directory"
+                self._fail(entry, old, serving, [], unreadable=True)
+            loaded = load_config(model_dir, self.config_name, config_override,
+                                 self.backends.complete_config if self.auto_complete else None)
             if loaded.errors or loaded.config is None:
                 entry.error = loaded.error_text() or "the config could not be built"
                 self._fail(entry, old, serving, [], unreadable=loaded.unreadable)
@@ -195,6 +207,11 @@ class ModelManager:
                     entry.states[version] = VersionState(READY)
                     continue
                 try:
+                    updated = self._update_in_place(old, entry, version, config)
+                    if updated is not None:
+                        entry.versions[version] = updated
+                        entry.states[version] = VersionState(READY)
+                        continue
                     if config.platform == "ensemble":
                         from tritonctl.serve.core.ensemble import EnsembleVersion
 
@@ -212,6 +229,24 @@ class ModelManager:
             if entry.error or any(s.state != READY for s in entry.states.values()):
                 self._fail(entry, old, serving, fresh)
             self._install(name, entry, old)
+
+    def _has_config_file(self, model_dir: Path) -> bool:
+        return (model_dir / "config.pbtxt").is_file() or bool(
+            self.config_name and (model_dir / "configs" / f"{self.config_name}.pbtxt").is_file())
+
+    def _update_in_place(self, old: ModelEntry | None, entry: ModelEntry, version: int, config):
+        """Triton's model update: where the version serves, the model's files other than its config
+        are unchanged and ``config`` changes only its instance groups, the version stays and gains
+        or loses instances (ModelVersion.update_instances); None where it must load anew."""
+        current = old.versions.get(version) if old is not None else None
+        if current is None or old.model_dir != entry.model_dir \
+                or files_but_config(old.fingerprint) != files_but_config(entry.fingerprint) \
+                or not getattr(current, "can_update_instances", lambda _: False)(config) \
+                or not all(instance.ready() for instance in current.instances):
+            return None
+        current.update_instances(config, self.backends, self.host)
+        log.info("updated the instances of model '%s' version %d", entry.name, version)
+        return current
 
     def _load_steps(self, config) -> None:
         """Load the ensemble's step models that were never loaded or were unloaded, as Triton
@@ -291,6 +326,12 @@ class ModelManager:
         self.unload(name)
 
     def _install(self, name: str, entry: ModelEntry, old: ModelEntry | None) -> None:
+        """Serve ``entry`` in place of ``old``. As in Triton, the versions of ``old`` that ``entry``
+        leaves out stay in the index: UNLOADING while they drain, then UNAVAILABLE "unloaded"."""
+        if old is not None:
+            for version, state in old.states.items():
+                if version not in entry.states and (version in old.versions or state.reason == "unloaded"):
+                    entry.states[version] = VersionState(UNLOADING) if version in old.versions else state
         self.models[name] = entry
         if old is None:
             return
@@ -300,9 +341,14 @@ class ModelManager:
             threading.Thread(target=self._retire, args=(retired, gone), daemon=True).start()
 
     def _retire(self, versions: list[ModelVersion], gone: ModelEntry | None = None) -> None:
-        """Stop ``versions``; then remove the load API's files of ``gone``, an entry replaced or unloaded."""
+        """Stop ``versions`` (a version left UNLOADING in the index becomes UNAVAILABLE "unloaded");
+        then remove the load API's files of ``gone``, an entry replaced or unloaded."""
         for model_version in versions:
             model_version.stop(self.drain_timeout_s)
+            entry = self.models.get(model_version.name)
+            state = entry.states.get(model_version.version) if entry is not None else None
+            if state is not None and state.state == UNLOADING and model_version.version not in entry.versions:
+                entry.states[model_version.version] = VersionState(UNAVAILABLE, "unloaded")
         if gone is not None and gone.owns_dir:
             gone.owns_dir = False
             override_files.remove_model_dir(gone.model_dir)
@@ -394,7 +440,8 @@ class ModelManager:
     def failed_models(self) -> list[str]:
         """The models whose last load failed (as a whole or in a version), unloaded ones aside."""
         return [name for name, entry in list(self.models.items()) if not entry.unloaded
-                and (entry.error or any(s.state != READY for s in entry.states.values()))]
+                and (entry.error or any(s.state not in (READY, UNLOADING) and s.reason != "unloaded"
+                                        for s in entry.states.values()))]
 
     def server_ready(self) -> bool:
         return not self.strict_readiness or not self.failed_models()
@@ -404,6 +451,8 @@ class ModelManager:
         on_disk = self.model_names_on_disk() if self.repository.is_dir() else []
         for name in sorted(set(on_disk) | set(self.models)):
             entry = self.models.get(name)
+            if entry is not None and entry.unloaded and name not in on_disk:
+                continue  # unloaded and gone from the repository (poll mode): Triton's index forgets it
             if entry is None or (not entry.states and not entry.error):
                 if not ready_only:
                     rows.append({"name": name, **({"state": UNAVAILABLE, "reason": "unloaded"}

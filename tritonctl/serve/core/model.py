@@ -38,21 +38,39 @@ class TensorSpec:
 
 
 def instance_specs(config) -> list[InstanceSpec]:
-    specs = []
-    for group in config.instance_group:
-        kind = instance_kind(group.kind)
-        if kind == "KIND_GPU":
-            for gpu in (list(group.gpus) or [0]):
-                specs.extend(InstanceSpec(f"{group.name}_{i}", kind, gpu) for i in range(group.count))
-        else:
-            specs.extend(InstanceSpec(f"{group.name}_{i}", kind) for i in range(group.count))
-    return specs
+    return [spec for _, spec in instance_signatures(config)]
 
 
 def instance_kind(kind: int) -> str:
     """The kind an instance group's instances run as: KIND_GPU, KIND_MODEL (the model places its
     own tensors, as Triton's KIND_MODEL), else KIND_CPU (KIND_AUTO (0) runs on CPU without a GPU)."""
     return {1: "KIND_GPU", 3: "KIND_MODEL"}.get(kind, "KIND_CPU")
+
+
+def instance_signatures(config) -> list[tuple[tuple, InstanceSpec]]:
+    """Each instance of ``config`` with its signature, what Triton compares in a model update to
+    keep an instance: its kind, device and the rest of its group (rate limiter, profiles, host
+    policy), but not the group's name or count."""
+    pairs = []
+    for group in config.instance_group:
+        kind = instance_kind(group.kind)
+        rest = type(group)()
+        rest.CopyFrom(group)
+        for name in ("name", "count", "gpus", "kind"):
+            rest.ClearField(name)
+        settings = rest.SerializeToString(deterministic=True)
+        for gpu in (list(group.gpus) or [0]) if kind == "KIND_GPU" else [-1]:
+            pairs.extend(((kind, gpu, settings), InstanceSpec(f"{group.name}_{i}", kind, gpu))
+                         for i in range(group.count))
+    return pairs
+
+
+def without_instances(config) -> bytes:
+    """``config`` less its instance groups, for comparing two configs of a model."""
+    rest = type(config)()
+    rest.CopyFrom(config)
+    rest.ClearField("instance_group")
+    return rest.SerializeToString(deterministic=True)
 
 
 class ModelVersion:
@@ -100,6 +118,7 @@ class ModelVersion:
         self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
                        if spec.label_file}
         self.instances = instances
+        self._signatures: list[tuple] = []  # per instance, as instance_signatures gives them (set by load)
         self.text_inputs = instances[0].text_inputs() if instances else frozenset()
         self.stats = ModelStats(self.name, self.version_str)
         self.ragged = RaggedLayout(config)
@@ -112,16 +131,43 @@ class ModelVersion:
              response_cache: ResponseCache | None = None) -> "ModelVersion":
         """The version with its instances, made by the config's backend in ``backends``;
         ``host``: the server handle the instances get."""
-        version_dir = model_dir / str(version)
-        instances: list[ModelInstance] = []
-        try:
-            for spec in instance_specs(config):
-                instances.append(backends.create(LoadRequest(config, model_dir, version_dir, spec, host)))
-        except BackendLoadError:
-            for instance in instances:
-                instance.close()
-            raise
-        return cls(config, version, model_dir, instances, response_cache)
+        pairs = instance_signatures(config)
+        instances = _create_instances(config, model_dir, version, [spec for _, spec in pairs], backends, host)
+        model_version = cls(config, version, model_dir, instances, response_cache)
+        model_version._signatures = [signature for signature, _ in pairs]
+        return model_version
+
+    def can_update_instances(self, config) -> bool:
+        """Whether ``config`` differs from this version's config in its instance groups alone, and
+        its scheduler (the dynamic or the sequence batcher) takes instances in and out: Triton then
+        updates the instances in place."""
+        return (hasattr(self.scheduler, "add_instances") and len(self._signatures) == len(self.instances)
+                and without_instances(config) == without_instances(self.config))
+
+    def update_instances(self, config, backends: BackendRegistry, host: ServerHandle) -> None:
+        """Triton's instance update: the instances whose signature ``config`` still has stay (and
+        keep serving throughout); the new ones are created first, then the ones ``config`` drops
+        finish their running batch and are finalized. A new instance that fails to load leaves
+        the version as it was (BackendLoadError)."""
+        spare = list(zip(self._signatures, self.instances))
+        kept, wanted = [], []
+        for signature, spec in instance_signatures(config):
+            match = next((pair for pair in spare if pair[0] == signature), None)
+            if match is None:
+                wanted.append((signature, spec))
+            else:
+                spare.remove(match)
+                kept.append(match)
+        added = _create_instances(config, self.model_dir, self.version, [spec for _, spec in wanted], backends, host)
+        self.scheduler.add_instances(added)
+        removed = [instance for _, instance in spare]
+        self.scheduler.remove_instances(removed)
+        for instance in removed:
+            instance.close()
+        pairs = kept + [(signature, instance) for (signature, _), instance in zip(wanted, added)]
+        self._signatures = [signature for signature, _ in pairs]
+        self.instances = [instance for _, instance in pairs]
+        self.config = config
 
     # ---- request checks ---------------------------------------------------------------------
     def prepare(self, request: InferRequest) -> None:
@@ -399,6 +445,20 @@ class ModelVersion:
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
         for instance in self.instances:
             instance.close()
+
+
+def _create_instances(config, model_dir: Path, version: int, specs: list[InstanceSpec], backends: BackendRegistry,
+                      host: ServerHandle) -> list[ModelInstance]:
+    """An instance per spec, by the config's backend; those made are closed if one fails."""
+    instances: list[ModelInstance] = []
+    try:
+        for spec in specs:
+            instances.append(backends.create(LoadRequest(config, model_dir, model_dir / str(version), spec, host)))
+    except BackendLoadError:
+        for instance in instances:
+            instance.close()
+        raise
+    return instances
 
 
 def _is_failure(answer: InferResponse | ServeError | None) -> bool:

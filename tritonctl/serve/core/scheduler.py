@@ -173,10 +173,10 @@ class DynamicBatchScheduler:
         self._stager_wake = threading.Condition(lock)
         self._polling = False  # a worker polls through a queue delay (one at a time)
         self._ordering = OrderedCompletions() if options.preserve_ordering else None
-        self._workers = [threading.Thread(target=self._work, args=(inst,), daemon=True,
-                                          name=f"{model}-instance-{i}") for i, inst in enumerate(instances)]
-        for worker in self._workers:
-            worker.start()
+        self._workers: list[threading.Thread] = []
+        self._worker_of: dict[int, threading.Thread] = {}  # id(instance) -> its worker
+        self._retiring: set[int] = set()  # id() of the instances a model update removes
+        self.add_instances(instances)
         # Queue timeouts hold while every instance is busy: a thread of its own rejects (or
         # delays) a queued request when its timeout passes, as Triton's does.
         if any(level.policy.default_timeout_us for level in self._levels.values()):
@@ -340,10 +340,13 @@ class DynamicBatchScheduler:
         self._queued -= len(batch)
         self._queued_size -= sum(r.batch_size for r in batch)
 
-    def _next_batch(self) -> tuple[list[InferRequest] | None, list]:
-        """Wait for work; (batch, failures) or (None, failures) when stopped and drained."""
+    def _next_batch(self, instance=None) -> tuple[list[InferRequest] | None, list]:
+        """Wait for work; (batch, failures) or (None, failures) when stopped and drained, or
+        when a model update removes ``instance``."""
         with self._cond:
             while True:
+                if id(instance) in self._retiring:
+                    return None, []
                 now = time.monotonic_ns()
                 failed = self._expire(now)
                 if failed:
@@ -476,7 +479,7 @@ class DynamicBatchScheduler:
 
     def _work(self, instance) -> None:
         while True:
-            batch, failed = self._next_batch()
+            batch, failed = self._next_batch(instance)
             self._fail(failed)
             if batch is None:
                 return
@@ -514,6 +517,39 @@ class DynamicBatchScheduler:
         for worker in self._workers:
             worker.join(None if deadline is None else max(deadline - time.monotonic(), 0))
         return not any(w.is_alive() for w in self._workers)
+
+    def add_instances(self, instances: list) -> None:
+        """Start a worker for each of ``instances`` (at creation, and when a model update adds
+        instances: Triton's instance update, the model serving on meanwhile)."""
+        with self._cond:
+            started = []
+            for instance in instances:
+                worker = threading.Thread(target=self._work, args=(instance,), daemon=True,
+                                          name=f"{self.model}-instance-{len(self._worker_of)}")
+                self._worker_of[id(instance)] = worker
+                started.append(worker)
+            self._workers.extend(started)
+            self._stage_limit = 2 * len(self._workers)
+            self._cond.notify_all()
+        for worker in started:
+            worker.start()
+
+    def remove_instances(self, instances: list) -> None:
+        """End the workers of ``instances`` (a model update that removes instances): each takes no
+        new batch and ends once its running batch is answered; returns when they have ended. The
+        other workers go on serving the queue."""
+        with self._cond:
+            self._retiring.update(id(instance) for instance in instances)
+            self._cond.notify_all()
+        ending = [self._worker_of[id(instance)] for instance in instances if id(instance) in self._worker_of]
+        for worker in ending:
+            worker.join()
+        with self._cond:
+            for instance in instances:
+                self._worker_of.pop(id(instance), None)
+                self._retiring.discard(id(instance))
+            self._workers = [w for w in self._workers if w not in ending]
+            self._stage_limit = 2 * len(self._workers)
 
     def fail_queued(self, error: ServeError) -> None:
         """Answer every request still queued with ``error`` (used when a stop times out)."""

@@ -132,6 +132,9 @@ class SequenceScheduler:
         self._reaper_wake = threading.Condition(self.lock)
         batcher = OldestBatcher if self.options.strategy == "oldest" else DirectBatcher
         self.batchers = [batcher(self, i, instance, run_batch) for i, instance in enumerate(instances)]
+        self._batcher_type, self._run_batch = batcher, run_batch
+        self._instances = list(instances)  # the instance of each batcher
+        self._retired: set[int] = set()  # the batchers a model update removed: their slots take no sequence
         self._reaper = threading.Thread(target=self._reap, daemon=True, name=f"{model}-sequence-reaper")
         self._reaper.start()
 
@@ -236,7 +239,7 @@ class SequenceScheduler:
                 del self._slot_of[cid]
             self._last_seen.pop(cid, None)
             failed.extend(cancelled(r) for r in left)
-        while self._backlogs:
+        while self._backlogs and batcher not in self._retired:
             backlog = self._backlogs.popleft()
             last = backlog.requests[-1]
             cid = last.sequence_id
@@ -253,7 +256,8 @@ class SequenceScheduler:
                 continue
             queue.extend(backlog.requests)
             return True, failed
-        heapq.heappush(self._free, (slot, batcher))
+        if batcher not in self._retired:
+            heapq.heappush(self._free, (slot, batcher))
         return False, failed
 
     def prepare_locked(self, request: InferRequest, state: SequenceState | None) -> None:
@@ -327,6 +331,35 @@ class SequenceScheduler:
     @property
     def accepting(self) -> bool:
         return self._accepting
+
+    def add_instances(self, instances: list) -> None:
+        """A batcher, with its free slots, for each of ``instances`` (a model update that adds
+        instances)."""
+        with self.lock:
+            for instance in instances:
+                index = len(self.batchers)
+                self.batchers.append(self._batcher_type(self, index, instance, self._run_batch))
+                self._instances.append(instance)
+                for slot in range(self.options.slots_per_instance):
+                    heapq.heappush(self._free, (slot, index))
+
+    def remove_instances(self, instances: list) -> None:
+        """End the batchers of ``instances`` (a model update that removes instances): their slots
+        take no new sequence, and each ends once the sequences it holds have ended (or idled
+        out); returns when they have ended."""
+        ids = {id(instance) for instance in instances}
+        with self.lock:
+            leaving = [self.batchers[i] for i, instance in enumerate(self._instances)
+                       if id(instance) in ids and i not in self._retired]
+            self._retired.update(batcher.index for batcher in leaving)
+            self._free = [pair for pair in self._free if pair[1] not in self._retired]
+            heapq.heapify(self._free)
+        for batcher in leaving:
+            with self.lock:
+                while any(index == batcher.index for _, index in self._slot_of.values()) or not batcher.idle_locked():
+                    batcher.cond.wait(0.05)
+                batcher.retiring = True
+            batcher.stop(None)
 
     def stop(self, timeout_s: float | None = None) -> bool:
         """Stop accepting, run what the slots hold, then end the batchers. True when nothing is

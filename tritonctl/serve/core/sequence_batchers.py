@@ -37,6 +37,7 @@ class _Slots:
         self.queues: list[deque] = [deque() for _ in range(count)]
         self.states: list[SequenceState | None] = [None] * count
         self.cond = threading.Condition(scheduler.lock)
+        self.retiring = False  # a model update removed the instance: the worker ends once idle
 
     def _start_locked(self, slot: int, request: InferRequest) -> None:
         """Controls and state for the slot's next request; START begins a fresh state."""
@@ -118,7 +119,7 @@ class DirectBatcher(_Slots):
                     return [], failed
                 active = [slot for slot, queue in enumerate(self.queues) if queue]
                 if not active:
-                    if self.scheduler.stopping:
+                    if self.scheduler.stopping or self.retiring:
                         return None, []
                     self.cond.wait()
                     continue
