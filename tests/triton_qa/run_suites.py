@@ -102,10 +102,11 @@ class Server:
     """One server process on PORTS, stopped (SIGTERM, then SIGKILL) on exit."""
 
     def __init__(self, engine: str, repository: Path, suite: Suite, phase: Phase, log: Path,
-                 ports: tuple[int, int, int], serve_args: tuple[str, ...] = ()):
+                 ports: tuple[int, int, int], serve_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
         self.engine, self.repository, self.suite, self.phase, self.log, self.ports = (
             engine, repository, suite, phase, log, ports)
         self.serve_args = serve_args
+        self.env = env or {}
         self.process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
@@ -120,7 +121,8 @@ class Server:
                 f"--grpc-port={grpc}", f"--metrics-port={metrics}", *self.phase.triton_args]
 
     def __enter__(self) -> "Server":
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               **self.env}
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
                                             cwd=self.repository.parent, start_new_session=True)
@@ -281,13 +283,15 @@ def _run_phase(suite: Suite, phase: Phase, engine: str, phase_dir: Path, suite_d
     reports = [phase_dir / ("cases.json" if index == 0 else f"cases{index}.json") for index in range(len(steps))]
     skip = [case.removeprefix(prefix) for case in suite.not_applicable
             if case.startswith(prefix) or not case.startswith("[")]
+    shared = {name: value.format(suite_dir=suite_dir) for name, value in suite.server_env.items()}
     env = {**os.environ, "TRITONSERVER_IPADDR": "localhost", "PYTHONPATH": str(phase_dir / "common"),
-           **suite.env, **phase.env}
+           **suite.env, **phase.env, **shared}
     env.pop("PYTHONHOME", None)
     problem, output = "", ""
     try:
-        log = suite_dir / suite.server_log if suite.server_log else phase_dir / f"{engine}.log"
-        with Server(engine, repository, suite, phase, log, ports, serve_args) as server:
+        server_log = phase.server_log or suite.server_log
+        log = suite_dir / server_log if server_log else phase_dir / f"{engine}.log"
+        with Server(engine, repository, suite, phase, log, ports, serve_args, shared) as server:
             refused = _post(phase.posts, ports[0])
             for step, report in zip(steps, reports):
                 if step[0] in phase.before:

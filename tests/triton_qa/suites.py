@@ -50,6 +50,7 @@ class Phase:
     # "test.sh.checks".
     posts: tuple[tuple[str, str], ...] = ()
     log_counts: dict[str, int] = field(default_factory=dict)
+    server_log: str | None = None  # default: the suite's
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class Suite:
     not_applicable: dict[str, str] = field(default_factory=dict)  # "[label] Class.test" -> reason
     env: dict[str, str] = field(default_factory=dict)
     server_log: str | None = None  # where the tests read the server's log, in the suite directory
+    # Variables that the server's models read as well as the client (test.sh exports them before it
+    # starts the server); "{suite_dir}" in a value becomes the staged suite directory.
+    server_env: dict[str, str] = field(default_factory=dict)
     # Adjustments of the client's environment (run_suites.CLIENT_SHIMS) for test files written
     # against older helpers: "numpy_aliases" (np.object etc., removed in numpy 1.24, back as the
     # builtins they were), "shm_probe_debug_str" (ShmLeakDetector.Probe's debug_str argument,
@@ -953,6 +957,52 @@ LOGGING = Suite(
 )
 
 
+# ------------------------------------------------------------ L0_model_update
+
+def build_model_update(suite_dir: Path, repository: Path) -> None:
+    """test.sh's setup_models: python_models/model_init_del (model.py in version 1, util.py beside
+    its config) in ./models, which the test imports as a package (models.model_init_del.util) and
+    rewrites between its loads: the repository is that directory."""
+    target = copy_model(python_model("model_init_del"), repository)
+    shutil.copy(python_model("model_init_del") / "util.py", target / "util.py")
+    (suite_dir / "models").symlink_to(repository, target_is_directory=True)
+
+
+MODEL_UPDATE_GPU = ("its instance groups name KIND_GPU: the real Triton here has no GPU (a Python model's KIND_GPU "
+                    "instance fails to load on it), nor has this machine")
+
+
+def _rate_limit_phase(mode: str, triton_args: tuple[str, ...]) -> Phase:
+    """One run of test.sh's loop over RATE_LIMIT_MODE (the server log is where the test reads it);
+    tritonctl serve has no rate limiter (no --rate-limit): it runs without one."""
+    return Phase(mode, env={"RATE_LIMIT_MODE": mode},
+                 server_log=f"instance_update_test.rate_limit_{mode}.server.log",
+                 tritonctl_args=("--model-control-mode", "explicit", "--log-verbose", "2"),
+                 triton_args=("--model-control-mode=explicit", *triton_args, "--log-verbose=2"))
+
+
+MODEL_UPDATE = Suite(
+    name="L0_model_update",
+    tests=("instance_update_test.py",),
+    build=build_model_update,
+    # The model counts its initialize and finalize calls in files under MODEL_LOG_DIR (test.sh's
+    # directory), which the test reads.
+    server_env={"MODEL_LOG_DIR": "{suite_dir}", "PYTHONDONTWRITEBYTECODE": "True"},
+    phases=(_rate_limit_phase("off", ("--rate-limit=off",)),
+            _rate_limit_phase("execution_count", ("--rate-limit=execution_count",)),
+            _rate_limit_phase("execution_count_with_explicit_resource",
+                              ("--rate-limit=execution_count", "--rate-limit-resource=R1:10"))),
+    not_applicable={
+        **{f"TestInstanceUpdate.{case}": MODEL_UPDATE_GPU for case in (
+            "test_gpu_instance_update", "test_gpu_cpu_instance_update", "test_instance_name_update",
+            "test_instance_signature", "test_direct_scheduler_update_with_ongoing_sequences",
+            "test_oldest_scheduler_update_with_ongoing_sequences")},
+    },
+    case_timeout_s=240,
+    suite_timeout_s=2400,
+)
+
+
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     INPUT_VALIDATION,
     NAN_INF,
@@ -963,6 +1013,7 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     REQUEST_RESCHEDULING,
     MODEL_CONTROL,
     LIFECYCLE,
+    MODEL_UPDATE,
     STRING_IO,
     QUEUE_TIMEOUT,
     HTTP,
