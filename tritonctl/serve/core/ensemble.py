@@ -64,6 +64,7 @@ class EnsembleVersion(ModelVersion):
         self._describe(config, version, model_dir, [])
         self._producer = {tensor: i for i, step in enumerate(self.steps) for tensor in step.output_map.values()}
         self._needed: dict[frozenset[str], list[int]] = {}  # requested outputs -> the steps that run
+        self._plans: dict[tuple[str, ...], Plan] = {}  # requested outputs, in order -> their Plan
         self.scheduler = EnsembleScheduler(self, resolve)
 
     def steps_for(self, wanted: frozenset[str]) -> list[int]:
@@ -84,6 +85,21 @@ class EnsembleVersion(ModelVersion):
                             "is dropped even where a step consumes it); ask for that output too to run it on "
                             "Triton", self.name, ", ".join(sorted(wanted)))
         return needed
+
+    def plan_for(self, wanted: tuple[str, ...]) -> "Plan":
+        """What every request for the outputs ``wanted`` shares (made once per set of outputs)."""
+        plan = self._plans.get(wanted)
+        if plan is None:
+            steps = self.steps_for(frozenset(wanted))
+            consumers: dict[str, list[int]] = {}
+            for index in steps:
+                for tensor in dict.fromkeys(self.steps[index].input_map.values()):
+                    consumers.setdefault(tensor, []).append(index)
+            takers = {tensor: len(readers) for tensor, readers in consumers.items()}
+            for name in set(wanted):
+                takers[name] = takers.get(name, 0) + 1
+            plan = self._plans[wanted] = Plan(steps, consumers, takers)
+        return plan
 
     def _consumers(self) -> dict[str, set[int]]:
         consumers: dict[str, set[int]] = {}
@@ -133,6 +149,18 @@ class EnsembleVersion(ModelVersion):
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop accepting and wait for the requests in flight (their steps run on other models)."""
         self.scheduler.stop(timeout_s)
+
+
+class Plan:
+    """The steps a set of requested outputs runs, the steps that read each tensor, and how many
+    takers (those steps, and the response for a requested output) each tensor's values have."""
+
+    __slots__ = ("steps", "consumers", "takers")
+
+    def __init__(self, steps: list[int], consumers: dict[str, list[int]], takers: dict[str, int]):
+        self.steps = steps
+        self.consumers = consumers
+        self.takers = takers
 
 
 class Step:
@@ -209,11 +237,8 @@ class Run:
         self.streaming = ensemble.decoupled and request.stream is not None  # a response per iteration
         self.wanted = [o.name for o in request.requested_outputs] if request.requested_outputs is not None \
             else list(ensemble.all_outputs)
-        self.steps = ensemble.steps_for(frozenset(self.wanted))
-        self.consumers: dict[str, list[int]] = {}
-        for index in self.steps:
-            for tensor in dict.fromkeys(ensemble.steps[index].input_map.values()):
-                self.consumers.setdefault(tensor, []).append(index)
+        plan = ensemble.plan_for(tuple(self.wanted))
+        self.steps, self.consumers, self.takers = plan.steps, plan.consumers, plan.takers  # shared: read only
         # tensor -> iteration -> [value, takers left]; a value None is a placeholder (an optional
         # input left out, an output a step did not produce)
         self.values: dict[str, dict[int, list]] = {}
@@ -242,7 +267,7 @@ class Run:
         """Store the next iteration of ``tensor``; returns that iteration."""
         iteration = self.made.get(tensor, 0)
         self.made[tensor] = iteration + 1
-        takers = len(self.consumers.get(tensor, ())) + (tensor in self.wanted)
+        takers = self.takers.get(tensor, 0)
         if takers:
             self.values.setdefault(tensor, {})[iteration] = [data, takers]
         return iteration
