@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.analyze_models import FAST
 from helpers.triton_anchor import tritonserver_wrapper, unavailable_reason
 from tritonctl.analyzer.analyze import AnalyzeOptions, run_analyze
 from tritonctl.analyzer.search import SearchSpace
@@ -25,8 +26,7 @@ def test_engine_triton_tunes_a_python_model(tmp_path):
     options = AnalyzeOptions(
         repository=repo, model="add_sub", output_dir=out, strategy="exhaustive", engine="triton",
         tritonserver=str(tritonserver_wrapper(tmp_path)),
-        space=SearchSpace(batch_sizes=(4, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2)),
-        measurement_interval_ms=200, stability_percentage=50, max_trials=4)
+        space=SearchSpace(batch_sizes=(4, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(2,)), **FAST)
     result = run_analyze(options)
     assert result.meta["engine"].startswith("tritonserver (") and result.best is not None
     assert {r.config_id for r in result.results} == {"default", "b4-d0-i1-cpu", "b8-d0-i1-cpu"}
