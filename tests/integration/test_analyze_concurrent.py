@@ -17,7 +17,7 @@ from helpers.cli_runner import cli
 from tritonctl.analyzer.objective import NOISE
 
 FAST_ARGS = [*ANALYZE_FAST_ARGS, "--engine", "inprocess", "--strategy", "exhaustive",
-             "--batch-sizes", "1,8", "--queue-delays", "0", "--instance-counts", "1", "--concurrency", "1,2"]
+             "--batch-sizes", "1,8", "--queue-delays", "0", "--instance-counts", "1", "--concurrency", "2"]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from tritonctl.analyzer.checkpoint import CHECKPOINT_NAME, read
 from tritonctl.analyzer.hardware import TAG_ENV, fingerprint
 from tritonctl.analyzer.search import SearchSpace
 
-SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(1, 2))
+SPACE = SearchSpace(batch_sizes=(1, 8), queue_delays_us=(0,), instance_counts=(1,), concurrency=(2,))
 
 
 def test_a_run_resumed_on_other_hardware_measures_again_and_compares_only_its_own(tmp_path, monkeypatch):
