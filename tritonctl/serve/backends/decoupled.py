@@ -14,7 +14,7 @@ from typing import Callable
 
 from tritonctl.serve.backends import pb_utils
 from tritonctl.serve.core.errors import ServeError
-from tritonctl.serve.core.responder import ErrorResponse
+from tritonctl.serve.core.responder import is_failure
 from tritonctl.serve.core.types import InferRequest
 
 log = logging.getLogger("tritonctl.serve")
@@ -57,7 +57,7 @@ class InferenceResponseSender:
             result = None if response is None else self._convert(response)
             # the model's own error response counts as a success in Triton's statistics; only an
             # error of the server's making (an output it cannot send) fails the request
-            self._failed = self._failed or (isinstance(result, ServeError) and not isinstance(result, ErrorResponse))
+            self._failed = self._failed or is_failure(result)
             self._deliver(self._request, result, final, self._failed, self._started_ns)
 
     def claim_for_return(self) -> bool:

@@ -15,7 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
-from tritonctl.serve.core.responder import ErrorResponse, Responder
+from tritonctl.serve.core.responder import ErrorResponse, Responder, is_failure
 from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
@@ -379,14 +379,14 @@ class ModelVersion:
             self._fail_all(batch, error, "BACKEND")
             return
         end = time.monotonic_ns()
-        succeeded = sum(1 for r, a in zip(batch, answers) if not r.padding and not _is_failure(a))
+        succeeded = sum(1 for r, a in zip(batch, answers) if not r.padding and not is_failure(a))
         self.stats.record_execution(succeeded, total, 0, executed - start, end - executed)
         _report_compute(batch, 0, executed - start, end - executed)
         self._release(batch)
         for request, answer in zip(batch, answers):
             if request.padding or answer is None:  # None: answered through its response sender
                 continue
-            if _is_failure(answer):
+            if is_failure(answer):
                 self.stats.record_failure(end - request.arrival_ns, "BACKEND")
                 request.finish(None, answer)
                 continue
@@ -459,12 +459,6 @@ def _create_instances(config, model_dir: Path, version: int, specs: list[Instanc
             instance.close()
         raise
     return instances
-
-
-def _is_failure(answer: InferResponse | ServeError | None) -> bool:
-    """A request's answer that Triton counts as a failure: an error other than the model's own
-    error response."""
-    return isinstance(answer, ServeError) and not isinstance(answer, ErrorResponse)
 
 
 def _report_compute(batch: list[InferRequest], input_ns: int, infer_ns: int, output_ns: int) -> None:

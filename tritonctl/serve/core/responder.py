@@ -24,6 +24,12 @@ class ErrorResponse(ServeError):
     Triton's statistics count the request (and its rows) as a success."""
 
 
+def is_failure(result) -> bool:
+    """Whether Triton counts a request answered with ``result`` as failed: an error, but not the
+    model's own error response."""
+    return isinstance(result, ServeError) and not isinstance(result, ErrorResponse)
+
+
 class Responder:
     """Turns what a model sends into responses of one model version's requests."""
 
@@ -56,7 +62,7 @@ class Responder:
         if not final or request.padding:
             return
         now = time.monotonic_ns()
-        if failed or (error is not None and not isinstance(error, ErrorResponse)):
+        if failed or is_failure(error):
             model.stats.record_failure(now - request.arrival_ns, "BACKEND")
         else:
             model.stats.record_success(now - request.arrival_ns, started_ns - request.queue_start_ns,
