@@ -972,13 +972,13 @@ MODEL_UPDATE_GPU = ("its instance groups name KIND_GPU: the real Triton here has
                     "instance fails to load on it), nor has this machine")
 
 
-def _rate_limit_phase(mode: str, triton_args: tuple[str, ...]) -> Phase:
-    """One run of test.sh's loop over RATE_LIMIT_MODE (the server log is where the test reads it);
-    tritonctl serve has no rate limiter (no --rate-limit): it runs without one."""
+def _rate_limit_phase(mode: str, rate_limit_args: tuple[str, ...]) -> Phase:
+    """One run of test.sh's loop over RATE_LIMIT_MODE, with its rate-limiter options (the server
+    log is where the test reads it)."""
     return Phase(mode, env={"RATE_LIMIT_MODE": mode},
                  server_log=f"instance_update_test.rate_limit_{mode}.server.log",
-                 tritonctl_args=("--model-control-mode", "explicit", "--log-verbose", "2"),
-                 triton_args=("--model-control-mode=explicit", *triton_args, "--log-verbose=2"))
+                 tritonctl_args=("--model-control-mode", "explicit", *rate_limit_args, "--log-verbose", "2"),
+                 triton_args=("--model-control-mode=explicit", *rate_limit_args, "--log-verbose=2"))
 
 
 MODEL_UPDATE = Suite(

@@ -147,6 +147,14 @@ def serve(
         None, "--backend-directory", metavar="DIR",
         help="Where Python-based backends are found, as in tritonserver: a config's backend 'NAME' that is not "
              "built in runs DIR/NAME/model.py as a Python model (default: /opt/tritonserver/backends)."),
+    rate_limit: str = typer.Option("off", "--rate-limit", metavar="off|execution_count",
+                                   help="As tritonserver: execution_count runs a model instance only while it holds "
+                                        "the resources its instance group's rate_limiter asks for, instances taking "
+                                        "turns by priority; off (default) lets every instance run when it is free."),
+    rate_limit_resource: list[str] = typer.Option(
+        [], "--rate-limit-resource", metavar="NAME:COUNT[:DEVICE]",
+        help="As tritonserver (repeatable): how much of a resource there is, on DEVICE or on every device "
+             "(default: the most any instance asks for). A resource no flag names then has none."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
     engine: Engine = typer.Option(Engine.bundled, "--engine",
@@ -164,6 +172,7 @@ def serve(
 ) -> None:
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
     from tritonctl.serve.core.header_forward import HeaderPatternError, header_forwarding
+    from tritonctl.serve.core.rate_limiter import RateLimitOptionError, make_rate_limiter, parse_mode
     from tritonctl.serve.core.restrictions import RestrictionError, grpc_restrictions, http_restrictions
     from tritonctl.serve.core.trace_config import TraceConfigError, parse_trace_config
     from tritonctl.serve.example import ensure_example_repository
@@ -192,6 +201,11 @@ def serve(
     try:
         parse_metrics_config(metrics_config)
     except MetricsConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    try:
+        execution_count = parse_mode(rate_limit)
+        make_rate_limiter(execution_count, rate_limit_resource)
+    except RateLimitOptionError as exc:
         raise CliError(str(exc), 2) from None
     metrics_flags = [f"--{flag}={value}" for flag, value in (  # --allow-metrics=false: as --metrics-port -1
         ("allow-cpu-metrics", allow_cpu_metrics),
@@ -228,7 +242,9 @@ def serve(
             log_verbose=log_verbose, log_format=log_format.value,
             extra_args=([f"--backend-directory={backend_directory.resolve()}"] if backend_directory else [])
             + ([] if exit_on_error else ["--exit-on-error=false"])
-            + (["--strict-model-config=true"] if strict_model_config else []) + metrics_flags + list(triton_arg))
+            + (["--strict-model-config=true"] if strict_model_config else []) + metrics_flags
+            + ([f"--rate-limit={rate_limit}"] if rate_limit != "off" else [])
+            + [f"--rate-limit-resource={resource}" for resource in rate_limit_resource] + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -243,6 +259,7 @@ def serve(
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
         backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error,
         strict_model_config=strict_model_config,
+        rate_limit=execution_count, rate_limit_resources=list(rate_limit_resource),
         allow_cpu_metrics=cpu_metrics_on, metrics_interval_ms=interval_ms)
     runtime = ServerRuntime(options)
     loop = new_event_loop()

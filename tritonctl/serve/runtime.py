@@ -25,6 +25,7 @@ from tritonctl.serve.core.header_forward import header_forwarding
 from tritonctl.serve.core.restrictions import grpc_restrictions, http_restrictions
 from tritonctl.serve.core.manager import ModelManager
 from tritonctl.serve.core.log_settings import LogSettings
+from tritonctl.serve.core.rate_limiter import make_rate_limiter
 from tritonctl.serve.core.server import InferenceServer
 from tritonctl.optional import onnxruntime_conflict
 from tritonctl.serve.core.trace_config import parse_trace_config
@@ -90,6 +91,10 @@ class ServeOptions:
     # tritonserver's --backend-directory: where Python-based backends (<dir>/<backend>/model.py) are
     # found; None: Triton's default, /opt/tritonserver/backends
     backend_directory: Path | None = None
+    # tritonserver's --rate-limit=execution_count (True; False: off) and --rate-limit-resource values
+    # (NAME:COUNT[:DEVICE]): instances run only with the resources their instance group asks for
+    rate_limit: bool = False
+    rate_limit_resources: list[str] = field(default_factory=list)
     # tritonserver's --log-verbose and --log-format: the log settings the server starts with
     log_verbose: int = 0
     log_format: str = "default"
@@ -104,7 +109,8 @@ class ServerRuntime:
                                     backends.registry(options.python_isolation, options.backend_directory),
                                     options.control_mode,
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
-                                    self.response_cache, auto_complete=not options.strict_model_config)
+                                    self.response_cache, auto_complete=not options.strict_model_config,
+                                    rate_limiter=make_rate_limiter(options.rate_limit, options.rate_limit_resources))
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
         # HeaderPatternError (a ValueError) when a pattern is not a regular expression
         self.http_forwarding = header_forwarding(options.http_header_forward_pattern, "--http-header-forward-pattern")

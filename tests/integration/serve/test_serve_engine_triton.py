@@ -97,6 +97,27 @@ def test_a_repository_with_errors_does_not_start_tritonserver(tmp_path):
     assert process.returncode == 0 and started.exists(), err
 
 
+def test_flags_passed_through_as_tritonserver_spells_them(tmp_path):
+    """The flags that map onto tritonserver's own without a field of their own: the rate limiter's,
+    --no-exit-on-error, --strict-model-config and --backend-directory."""
+    argv = tmp_path / "argv"
+    binary = tmp_path / "tritonserver"  # writes its arguments, one a line, and exits 0
+    binary.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done > {argv}\n')
+    binary.chmod(0o755)
+    process = tritonctl(str(EXAMPLES), "--engine", "triton", "--tritonserver", str(binary),
+                        "--rate-limit", "execution_count", "--rate-limit-resource", "R1:4",
+                        "--rate-limit-resource", "R2:1:0", "--no-exit-on-error", "--strict-model-config",
+                        "--backend-directory", str(tmp_path))
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    passed = argv.read_text().splitlines()
+    assert {"--rate-limit=execution_count", "--rate-limit-resource=R1:4", "--rate-limit-resource=R2:1:0",
+            "--exit-on-error=false", "--strict-model-config=true", f"--backend-directory={tmp_path}"} <= set(passed)
+    process = tritonctl(str(EXAMPLES), "--engine", "triton", "--tritonserver", str(binary))
+    process.communicate(timeout=120)
+    assert not any(a.startswith("--rate-limit") for a in argv.read_text().splitlines())  # off: tritonserver's default
+
+
 @pytest.mark.parametrize("_", [pytest.param(None, marks=needs_triton, id="anchor")])
 def test_serves_with_tritonserver_forwards_sigterm_and_exits_with_its_status(tmp_path, _):
     http, grpc, metrics = free_ports(3)

@@ -20,6 +20,7 @@ from tritonctl.serve.core.confine import Escape, check_disk_config, check_file_o
 from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
+from tritonctl.serve.core.rate_limiter import RateLimiter
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -95,11 +96,13 @@ class ModelManager:
 
     def __init__(self, repository: Path, backends: BackendRegistry, control_mode: str = "none",
                  config_name: str | None = None, strict_readiness: bool = True, drain_timeout_s: float = 30.0,
-                 response_cache: ResponseCache | None = None, auto_complete: bool = True):
+                 response_cache: ResponseCache | None = None, auto_complete: bool = True,
+                 rate_limiter: RateLimiter | None = None):
         self.repository = repository
         self.backends = backends
         self.host = ServerHandle()
         self.response_cache = response_cache  # the server's cache, shared by every model
+        self.rate_limiter = rate_limiter  # tritonserver's --rate-limit=execution_count; None: off
         self.control_mode = control_mode
         self.config_name = config_name
         self.strict_readiness = strict_readiness
@@ -218,7 +221,8 @@ class ModelManager:
                         entry.versions[version] = EnsembleVersion(config, version, model_dir, self.get)
                     else:
                         entry.versions[version] = ModelVersion.load(config, version, model_dir, self.backends,
-                                                                   self.host, self.response_cache)
+                                                                   self.host, self.response_cache,
+                                                                   self.rate_limiter)
                     fresh.append(entry.versions[version])
                     for listener in self.version_listeners:
                         listener(entry.versions[version])

@@ -15,6 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
 from tritonctl.serve.core.ragged import RaggedLayout
+from tritonctl.serve.core.rate_limiter import RateLimiter, Slot
 from tritonctl.serve.core.responder import ErrorResponse, Responder, is_failure
 from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
@@ -38,7 +39,7 @@ class TensorSpec:
 
 
 def instance_specs(config) -> list[InstanceSpec]:
-    return [spec for _, spec in instance_signatures(config)]
+    return [spec for _, spec, _ in instances_of(config)]
 
 
 def instance_kind(kind: int) -> str:
@@ -47,11 +48,11 @@ def instance_kind(kind: int) -> str:
     return {1: "KIND_GPU", 3: "KIND_MODEL"}.get(kind, "KIND_CPU")
 
 
-def instance_signatures(config) -> list[tuple[tuple, InstanceSpec]]:
-    """Each instance of ``config`` with its signature, what Triton compares in a model update to
-    keep an instance: its kind, device and the rest of its group (rate limiter, profiles, host
-    policy), but not the group's name or count."""
-    pairs = []
+def instances_of(config) -> list[tuple[tuple, InstanceSpec, object]]:
+    """Each instance of ``config``: its signature, spec and instance group. The signature is what
+    Triton compares in a model update to keep an instance: its kind, device and the rest of its
+    group (rate limiter, profiles, host policy), but not the group's name or count."""
+    triples = []
     for group in config.instance_group:
         kind = instance_kind(group.kind)
         rest = type(group)()
@@ -60,9 +61,9 @@ def instance_signatures(config) -> list[tuple[tuple, InstanceSpec]]:
             rest.ClearField(name)
         settings = rest.SerializeToString(deterministic=True)
         for gpu in (list(group.gpus) or [0]) if kind == "KIND_GPU" else [-1]:
-            pairs.extend(((kind, gpu, settings), InstanceSpec(f"{group.name}_{i}", kind, gpu))
-                         for i in range(group.count))
-    return pairs
+            triples.extend(((kind, gpu, settings), InstanceSpec(f"{group.name}_{i}", kind, gpu), group)
+                           for i in range(group.count))
+    return triples
 
 
 def without_instances(config) -> bytes:
@@ -118,7 +119,9 @@ class ModelVersion:
         self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
                        if spec.label_file}
         self.instances = instances
-        self._signatures: list[tuple] = []  # per instance, as instance_signatures gives them (set by load)
+        self._rate_limiter: RateLimiter | None = None  # the server's, when it limits executions (set by load)
+        self._slots: dict[int, Slot] = {}  # id() of an instance -> its rate-limiter slot
+        self._signatures: list[tuple] = []  # per instance, as instances_of gives them (set by load)
         self.text_inputs = instances[0].text_inputs() if instances else frozenset()
         self.stats = ModelStats(self.name, self.version_str)
         self.ragged = RaggedLayout(config)
@@ -128,14 +131,29 @@ class ModelVersion:
 
     @classmethod
     def load(cls, config, version: int, model_dir: Path, backends: BackendRegistry, host: ServerHandle,
-             response_cache: ResponseCache | None = None) -> "ModelVersion":
+             response_cache: ResponseCache | None = None, rate_limiter: RateLimiter | None = None
+             ) -> "ModelVersion":
         """The version with its instances, made by the config's backend in ``backends``;
-        ``host``: the server handle the instances get."""
-        pairs = instance_signatures(config)
-        instances = _create_instances(config, model_dir, version, [spec for _, spec in pairs], backends, host)
-        model_version = cls(config, version, model_dir, instances, response_cache)
-        model_version._signatures = [signature for signature, _ in pairs]
+        ``host``: the server handle the instances get; ``rate_limiter``: the server's, when it
+        limits executions (each instance registers with it before it is made)."""
+        triples = instances_of(config)
+        instances, slots = _create_limited(config, model_dir, version, triples, backends, host, rate_limiter)
+        try:
+            model_version = cls(config, version, model_dir, instances, response_cache)
+        except BaseException:
+            if rate_limiter is not None:
+                rate_limiter.unregister(slots)
+            raise
+        model_version._signatures = [signature for signature, _, _ in triples]
+        model_version._rate_limiter = rate_limiter
+        model_version._slots = dict(zip(map(id, instances), slots))
         return model_version
+
+    def _unlimit(self, instances: list[ModelInstance]) -> None:
+        """Unregister ``instances`` (removed, or the version stopped) from the rate limiter."""
+        slots = [self._slots.pop(id(instance)) for instance in instances if id(instance) in self._slots]
+        if self._rate_limiter is not None and slots:
+            self._rate_limiter.unregister(slots)
 
     def can_update_instances(self, config) -> bool:
         """Whether ``config`` differs from this version's config in its instance groups alone, and
@@ -151,20 +169,23 @@ class ModelVersion:
         the version as it was (BackendLoadError)."""
         spare = list(zip(self._signatures, self.instances))
         kept, wanted = [], []
-        for signature, spec in instance_signatures(config):
+        for signature, spec, group in instances_of(config):
             match = next((pair for pair in spare if pair[0] == signature), None)
             if match is None:
-                wanted.append((signature, spec))
+                wanted.append((signature, spec, group))
             else:
                 spare.remove(match)
                 kept.append(match)
-        added = _create_instances(config, self.model_dir, self.version, [spec for _, spec in wanted], backends, host)
+        added, slots = _create_limited(config, self.model_dir, self.version, wanted, backends, host,
+                                       self._rate_limiter)
+        self._slots.update(zip(map(id, added), slots))
         self.scheduler.add_instances(added)
         removed = [instance for _, instance in spare]
         self.scheduler.remove_instances(removed)
+        self._unlimit(removed)
         for instance in removed:
             instance.close()
-        pairs = kept + [(signature, instance) for (signature, _), instance in zip(wanted, added)]
+        pairs = kept + [(signature, instance) for (signature, _, _), instance in zip(wanted, added)]
         self._signatures = [signature for signature, _ in pairs]
         self.instances = [instance for _, instance in pairs]
         self.config = config
@@ -251,6 +272,18 @@ class ModelVersion:
         self._run_batch(instance, batch, fresh_only=True)
 
     def _run_batch(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool = False) -> None:
+        """Run ``batch`` on ``instance``, once the rate limiter (when the server has one) lets it."""
+        slot = self._slots.get(id(instance)) if self._slots else None
+        if slot is None:
+            self._execute(instance, batch, fresh_only)
+            return
+        self._rate_limiter.acquire(slot)
+        try:
+            self._execute(instance, batch, fresh_only)
+        finally:
+            self._rate_limiter.release(slot)
+
+    def _execute(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool) -> None:
         if isinstance(instance, RequestBackend):
             self._run_requests(instance, batch, fresh_only)
             return
@@ -443,8 +476,28 @@ class ModelVersion:
         """Finish queued and running requests (up to ``timeout_s``), then release the instances."""
         if not self.scheduler.stop(timeout_s):
             self.scheduler.fail_queued(ServeError(Status.UNAVAILABLE, f"model '{self.name}' was unloaded"))
+        self._unlimit(self.instances)
         for instance in self.instances:
             instance.close()
+
+
+def _create_limited(config, model_dir: Path, version: int, triples: list, backends: BackendRegistry,
+                    host: ServerHandle, rate_limiter: RateLimiter | None) -> tuple[list[ModelInstance], list[Slot]]:
+    """The instances of ``triples`` (``instances_of``), each registered with ``rate_limiter`` (when
+    there is one) before it is made; its slots. Raises BackendLoadError with neither left over."""
+    slots: list[Slot] = []
+    try:
+        if rate_limiter is not None:
+            for _, spec, group in triples:
+                slots.append(rate_limiter.register(group.rate_limiter, spec.device_id))
+        instances = _create_instances(config, model_dir, version, [spec for _, spec, _ in triples], backends, host)
+    except BaseException as exc:
+        if slots:
+            rate_limiter.unregister(slots)
+        if isinstance(exc, ServeError):  # the rate limiter's refusal, with Triton's status words
+            raise BackendLoadError(f"Invalid argument: {exc.message}") from None
+        raise
+    return instances, slots
 
 
 def _create_instances(config, model_dir: Path, version: int, specs: list[InstanceSpec], backends: BackendRegistry,
