@@ -13,7 +13,7 @@ from tritonctl.serve.core.backend_api import (AnsweredFailure, BackendLoadError,
                                               LoadRequest, ModelInstance, RequestBackend, ServerHandle)
 from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
-from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg
+from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg, unavailable
 from tritonctl.serve.core.ragged import RaggedLayout
 from tritonctl.serve.core.rate_limiter import RateLimiter, Slot
 from tritonctl.serve.core.responder import ErrorResponse, Responder, is_failure
@@ -78,8 +78,13 @@ class ModelVersion:
     """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
 
     def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance],
-                 response_cache: ResponseCache | None = None):
+                 response_cache: ResponseCache | None = None, passive: frozenset[int] = frozenset()):
+        """``passive``: id() of the instances of passive instance groups, which the scheduler
+        never gives work (Triton's ``passive: true``)."""
         self._describe(config, version, model_dir, instances)
+        self._passive = set(passive)
+        instances = self._scheduled(instances)
+        self.takes_requests = bool(instances)
         if config.response_cache.enable and not config.HasField("sequence_batching") \
                 and not config.model_transaction_policy.decoupled:
             self.response_cache = response_cache  # None when the server has no cache: served uncached
@@ -98,7 +103,7 @@ class ModelVersion:
         try:
             return SequenceScheduler(self.name, config, model_dir, instances, self._run_batch, self.stats)
         except BackendLoadError:
-            for instance in instances:
+            for instance in self.instances:
                 instance.close()
             raise
 
@@ -139,7 +144,7 @@ class ModelVersion:
         triples = instances_of(config)
         instances, slots = _create_limited(config, model_dir, version, triples, backends, host, rate_limiter)
         try:
-            model_version = cls(config, version, model_dir, instances, response_cache)
+            model_version = cls(config, version, model_dir, instances, response_cache, _passive(instances, triples))
         except BaseException:
             if rate_limiter is not None:
                 rate_limiter.unregister(slots)
@@ -148,6 +153,10 @@ class ModelVersion:
         model_version._rate_limiter = rate_limiter
         model_version._slots = dict(zip(map(id, instances), slots))
         return model_version
+
+    def _scheduled(self, instances: list[ModelInstance]) -> list[ModelInstance]:
+        """Those of ``instances`` the scheduler gives work: all but the passive ones."""
+        return [instance for instance in instances if id(instance) not in self._passive]
 
     def _unlimit(self, instances: list[ModelInstance]) -> None:
         """Unregister ``instances`` (removed, or the version stopped) from the rate limiter."""
@@ -179,15 +188,18 @@ class ModelVersion:
         added, slots = _create_limited(config, self.model_dir, self.version, wanted, backends, host,
                                        self._rate_limiter)
         self._slots.update(zip(map(id, added), slots))
-        self.scheduler.add_instances(added)
+        self._passive |= _passive(added, wanted)
+        self.scheduler.add_instances(self._scheduled(added))
         removed = [instance for _, instance in spare]
-        self.scheduler.remove_instances(removed)
+        self.scheduler.remove_instances(self._scheduled(removed))
+        self._passive -= set(map(id, removed))
         self._unlimit(removed)
         for instance in removed:
             instance.close()
         pairs = kept + [(signature, instance) for (signature, _, _), instance in zip(wanted, added)]
         self._signatures = [signature for signature, _ in pairs]
         self.instances = [instance for _, instance in pairs]
+        self.takes_requests = bool(self._scheduled(self.instances))
         self.config = config
 
     # ---- request checks ---------------------------------------------------------------------
@@ -468,6 +480,10 @@ class ModelVersion:
 
     def enqueue(self, request: InferRequest) -> None:
         """Queue ``request``, unless the response cache answers it at once."""
+        if not self.takes_requests:
+            raise unavailable(f"model '{self.name}' version {self.version} takes no requests: every instance of it "
+                              "is passive (instance_group passive: true), and the scheduler gives passive instances "
+                              "no work")
         if self.response_cache is not None and serve_from_cache(self.response_cache, self, request):
             return
         self.scheduler.enqueue(request)
@@ -479,6 +495,11 @@ class ModelVersion:
         self._unlimit(self.instances)
         for instance in self.instances:
             instance.close()
+
+
+def _passive(instances: list[ModelInstance], triples: list) -> frozenset[int]:
+    """id() of those of ``instances`` (made from ``triples``, ``instances_of``) whose group is passive."""
+    return frozenset(id(instance) for instance, (_, _, group) in zip(instances, triples) if group.passive)
 
 
 def _create_limited(config, model_dir: Path, version: int, triples: list, backends: BackendRegistry,
