@@ -21,6 +21,7 @@ from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchSchedule
 from tritonctl.serve.core.sequence_state import keep_states
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import DATATYPE_OF_NUMPY, InferRequest, InferResponse, InferTensor, ModelOutputs
+from tritonctl.serve.core.warmup import warm_up
 
 
 class TensorSpec:
@@ -76,6 +77,8 @@ def without_instances(config) -> bytes:
 
 class ModelVersion:
     """A READY model version. Build with ``ModelVersion.load``; ``stop`` drains it."""
+
+    takes_requests = True  # False while every instance is passive
 
     def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance],
                  response_cache: ResponseCache | None = None, passive: frozenset[int] = frozenset()):
@@ -152,7 +155,16 @@ class ModelVersion:
         model_version._signatures = [signature for signature, _, _ in triples]
         model_version._rate_limiter = rate_limiter
         model_version._slots = dict(zip(map(id, instances), slots))
+        try:
+            warm_up(model_version, instances, model_version._warm)
+        except BaseException:
+            model_version.stop()
+            raise
         return model_version
+
+    def _warm(self, instance: ModelInstance, batch: list[InferRequest]) -> None:
+        """Run a warmup batch on ``instance`` at once: no queue, no rate limiter, as in Triton."""
+        self._execute(instance, batch, fresh_only=False)
 
     def _scheduled(self, instances: list[ModelInstance]) -> list[ModelInstance]:
         """Those of ``instances`` the scheduler gives work: all but the passive ones."""
@@ -187,6 +199,14 @@ class ModelVersion:
                 kept.append(match)
         added, slots = _create_limited(config, self.model_dir, self.version, wanted, backends, host,
                                        self._rate_limiter)
+        try:
+            warm_up(self, added, self._warm)
+        except BaseException:
+            for instance in added:
+                instance.close()
+            if self._rate_limiter is not None:
+                self._rate_limiter.unregister(slots)
+            raise
         self._slots.update(zip(map(id, added), slots))
         self._passive |= _passive(added, wanted)
         self.scheduler.add_instances(self._scheduled(added))

@@ -1,0 +1,242 @@
+"""Model warmup (``model_warmup``): each instance runs every sample before its version serves, in
+Triton's order and with Triton's data, counted in the statistics as Triton counts them; a sample
+that fails fails the load in Triton's words. ``test_statistics_and_refusals_match_triton`` loads
+the same repository into the real Triton 2.51 where the anchor (../shared/anchors) is set up."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from hypothesis import given
+from hypothesis import strategies as st
+from tritonclient.utils import InferenceServerException
+
+from helpers.serve_models import write_add_sub, write_python_model
+from helpers.triton_anchor import TritonServer, unavailable_reason
+from tritonctl.serve.core.backend_api import BackendLoadError
+from tritonctl.serve.core.warmup import read_strings
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+ANCHOR_UNAVAILABLE = unavailable_reason()
+
+# Each request: a line with the instance, the execution's request count, IN's shape and values and S.
+RECORDING_PY = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.instance = args["model_instance_name"]
+        self.log = json.loads(args["model_config"])["parameters"]["log"]["string_value"]
+
+    def execute(self, requests):
+        responses = []
+        with open(self.log, "a") as log:
+            for request in requests:
+                x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+                s = pb_utils.get_input_tensor_by_name(request, "S").as_numpy()
+                log.write(json.dumps([self.instance, len(requests), list(x.shape), x.ravel().tolist(),
+                                      [v.decode() for v in s.ravel()]]) + "\\n")
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
+        return responses
+'''
+
+SAMPLES = """
+model_warmup [
+  { name: "zeros" batch_size: 3 count: 2
+    inputs { key: "IN" value { data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } }
+    inputs { key: "S" value { data_type: TYPE_STRING dims: [ 2 ] zero_data: true } } },
+  { name: "random" batch_size: 1
+    inputs { key: "IN" value { data_type: TYPE_FP32 dims: [ 3 ] random_data: true } }
+    inputs { key: "S" value { data_type: TYPE_STRING dims: [ 2 ] random_data: true } } },
+  { name: "file" batch_size: 2
+    inputs { key: "IN" value { data_type: TYPE_FP32 dims: [ 3 ] input_data_file: "in.bin" } }
+    inputs { key: "S" value { data_type: TYPE_STRING dims: [ 2 ] input_data_file: "s.bin" } } },
+  { name: "skipped" batch_size: 0
+    inputs { key: "IN" value { data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } }
+    inputs { key: "S" value { data_type: TYPE_STRING dims: [ 2 ] zero_data: true } } }
+]
+"""
+
+RAISING_PY = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        raise pb_utils.TritonModelException("boom in execute")
+'''
+
+# Decoupled: two responses and the final flag for each request; an error response when IN < 0.
+DECOUPLED_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            sender = request.get_response_sender()
+            if (x < 0).any():
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative warmup")))
+            else:
+                for _ in range(2):
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
+def _io(extra: str = "") -> str:
+    return ('input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] }' + extra + ' ]\n'
+            'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]\n')
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("warmup")
+    repo = root / "repo"
+    log = root / "recorded.jsonl"
+    model = write_python_model(
+        repo, "recorded", "max_batch_size: 8\n" + _io(', { name: "S" data_type: TYPE_STRING dims: [ 2 ] }')
+        + "dynamic_batching { }\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n"
+        + f'parameters [ {{ key: "log" value {{ string_value: "{log}" }} }} ]\n' + SAMPLES, RECORDING_PY)
+    (model / "warmup").mkdir()
+    np.arange(3, dtype="<f4").tofile(model / "warmup" / "in.bin")
+    (model / "warmup" / "s.bin").write_bytes(struct.pack("<I", 2) + b"hi" + struct.pack("<I", 3) + b"abc")
+    one_sample = ('model_warmup [ { name: "w1" batch_size: 1 inputs { key: "IN" value { data_type: TYPE_FP32 '
+                  'dims: [ 3 ] %s } } } ]\n')
+    write_python_model(repo, "raising", "max_batch_size: 0\n" + _io() + one_sample % "zero_data: true", RAISING_PY)
+    decoupled = "max_batch_size: 0\n" + _io() + "model_transaction_policy { decoupled: true }\n"
+    write_python_model(repo, "decoupled", decoupled + one_sample % "zero_data: true", DECOUPLED_PY)
+    bad_file = write_python_model(repo, "decoupled_error", decoupled + one_sample % 'input_data_file: "minus.bin"',
+                                  DECOUPLED_PY)
+    (bad_file / "warmup").mkdir()
+    np.full(3, -1, dtype="<f4").tofile(bad_file / "warmup" / "minus.bin")
+    write_add_sub(repo, "onnx_add_sub", extra='model_warmup [ { name: "ones" batch_size: 4 count: 3 '
+                  'inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] random_data: true } } '
+                  'inputs { key: "INPUT1" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]')
+    return repo
+
+
+def _recorded(repo: Path) -> list:
+    return [json.loads(line) for line in (repo.parent / "recorded.jsonl").read_text().splitlines()]
+
+
+def _stats(client, model: str) -> tuple:
+    stats = client.get_inference_statistics(model)["model_stats"][0]
+    return (stats["inference_count"], stats["execution_count"], stats["inference_stats"]["success"]["count"],
+            stats["inference_stats"]["fail"]["count"],
+            sorted((b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]))
+
+
+# What each model's warmup does to its statistics, and each load's answer (None: it loads).
+EXPECTED_STATS = {"recorded": (18, 8, 18, 0, [(1, 2), (2, 2), (3, 4)])}
+EXPECTED_LOADS = {
+    "raising": "load failed for model 'raising': version 1 is at UNAVAILABLE state: Invalid argument: failed to run "
+               "warmup sample 'w1': Failed to process the request(s) for model 'raising_0', message: "
+               "TritonModelException: boom in execute",
+    "decoupled": None,
+    "decoupled_error": "load failed for model 'decoupled_error': version 1 is at UNAVAILABLE state: Invalid argument: "
+                       "failed to run warmup sample 'w1': negative warmup; ",
+}
+
+
+def _loads(client) -> dict:
+    answers = {}
+    for model in EXPECTED_LOADS:
+        try:
+            client.load_model(model)
+            answers[model] = None
+        except InferenceServerException as exc:
+            answers[model] = exc.message()
+    return answers
+
+
+def _load_answers_match(answers: dict) -> None:
+    for model, expected in EXPECTED_LOADS.items():
+        if expected is None:
+            assert answers[model] is None, answers[model]
+        else:
+            assert answers[model].startswith(expected), answers[model]
+
+
+@pytest.fixture(scope="module")
+def served(repo):
+    (repo.parent / "recorded.jsonl").unlink(missing_ok=True)
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
+                           exit_timeout_secs=5)
+    with BackgroundServer(options) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        client.load_model("recorded")
+        yield server, client
+        client.close()
+
+
+def test_each_instance_runs_every_sample_in_order_before_the_model_serves(served, repo):
+    _, client = served
+    runs = _recorded(repo)
+    for instance in ("recorded_0_0", "recorded_0_1"):
+        mine = [run[1:] for run in runs if run[0] == instance]
+        zeros = [3, [1, 3], [0.0, 0.0, 0.0], ["", ""]]
+        assert mine[:6] == [zeros] * 6  # batch_size 3, count 2: two executions of three requests
+        assert mine[6][:2] == [1, [1, 3]] and mine[6][3] == ["", ""]  # random numbers; BYTES get empty strings
+        assert mine[7:] == [[2, [1, 3], [0.0, 1.0, 2.0], ["hi", "abc"]]] * 2  # from warmup/in.bin and s.bin
+    assert _stats(client, "recorded") == EXPECTED_STATS["recorded"]
+
+
+def test_a_failing_sample_fails_the_load_in_tritons_words(served):
+    _, client = served
+    _load_answers_match(_loads(client))
+    assert not client.is_model_ready("raising") and client.is_model_ready("decoupled")
+    with grpcclient.InferenceServerClient(served[0].grpc_url) as grpc:
+        assert grpc.get_inference_statistics("decoupled").model_stats[0].execution_count == 1
+
+
+def test_an_onnx_model_is_warmed_up_before_it_serves(served):
+    server, client = served
+    client.load_model("onnx_add_sub")
+    assert _stats(client, "onnx_add_sub")[:2] == (12, 3)  # 3 executions of 4 requests
+    inputs = [httpclient.InferInput(name, [1, 4], "FP32") for name in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+    assert client.infer("onnx_add_sub", inputs).as_numpy("OUTPUT0").tolist() == [[2.0] * 4]
+
+
+def test_an_instance_added_by_an_update_is_warmed_up_alone(served):
+    _, client = served
+    config = client.get_model_config("onnx_add_sub")
+    before = _stats(client, "onnx_add_sub")[1]
+    config["instance_group"][0]["count"] = 2
+    client.load_model("onnx_add_sub", config=json.dumps(config))
+    assert _stats(client, "onnx_add_sub")[1] == before + 3
+
+
+@given(st.binary(max_size=24), st.integers(min_value=0, max_value=4))
+def test_a_strings_file_is_read_or_refused_in_words(raw, count):
+    try:
+        strings = read_strings(raw, count, "S", "sample")
+    except BackendLoadError as exc:
+        assert "warmup sample 'sample' input 'S'" in str(exc)
+        return
+    assert len(strings) == count
+    assert b"".join(struct.pack("<I", len(s)) + s for s in strings) == raw[:sum(4 + len(s) for s in strings)]
+
+
+@pytest.mark.skipif(ANCHOR_UNAVAILABLE is not None, reason=str(ANCHOR_UNAVAILABLE))
+def test_statistics_and_refusals_match_triton(repo, tmp_path):
+    (repo.parent / "recorded.jsonl").unlink(missing_ok=True)
+    with TritonServer(repo, tmp_path) as triton:
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{triton.http_port}")
+        client.load_model("recorded")
+        stats = _stats(client, "recorded")
+        answers = _loads(client)
+        client.close()
+    assert stats == EXPECTED_STATS["recorded"]
+    _load_answers_match(answers)
