@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from tritonctl.cli.errors import CliError
 
@@ -155,6 +156,11 @@ def serve(
         [], "--rate-limit-resource", metavar="NAME:COUNT[:DEVICE]",
         help="As tritonserver (repeatable): how much of a resource there is, on DEVICE or on every device "
              "(default: the most any instance asks for). A resource no flag names then has none."),
+    backend_config: list[str] = typer.Option(
+        [], "--backend-config", metavar="[BACKEND,]SETTING=VALUE",
+        help="As tritonserver (repeatable): default-max-batch-size=N (or onnxruntime,default-max-batch-size=N) is "
+             "the max_batch_size onnxruntime's auto-complete gives a model that can batch (default 4; 0: none); "
+             "other backends' settings are taken without effect."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
     engine: Engine = typer.Option(Engine.bundled, "--engine",
@@ -170,6 +176,7 @@ def serve(
                                          help="With --engine triton: start tritonserver even when validate finds "
                                               "errors."),
 ) -> None:
+    from tritonctl.serve.core.backend_config import BackendConfigError, parse_backend_config
     from tritonctl.serve.core.cache import CacheConfigError, parse_cache_config
     from tritonctl.serve.core.header_forward import HeaderPatternError, header_forwarding
     from tritonctl.serve.core.rate_limiter import RateLimitOptionError, make_rate_limiter, parse_mode
@@ -201,6 +208,10 @@ def serve(
     try:
         parse_metrics_config(metrics_config)
     except MetricsConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    try:
+        parse_backend_config(backend_config)
+    except BackendConfigError as exc:
         raise CliError(str(exc), 2) from None
     try:
         execution_count = parse_mode(rate_limit)
@@ -244,7 +255,8 @@ def serve(
             + ([] if exit_on_error else ["--exit-on-error=false"])
             + (["--strict-model-config=true"] if strict_model_config else []) + metrics_flags
             + ([f"--rate-limit={rate_limit}"] if rate_limit != "off" else [])
-            + [f"--rate-limit-resource={resource}" for resource in rate_limit_resource] + list(triton_arg))
+            + [f"--rate-limit-resource={resource}" for resource in rate_limit_resource]
+            + [f"--backend-config={setting}" for setting in backend_config] + list(triton_arg))
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
     options = ServeOptions(
         repository=repository.resolve(), host=host,
@@ -259,7 +271,7 @@ def serve(
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
         backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error,
         strict_model_config=strict_model_config,
-        rate_limit=execution_count, rate_limit_resources=list(rate_limit_resource),
+        rate_limit=execution_count, rate_limit_resources=list(rate_limit_resource), backend_config=list(backend_config),
         allow_cpu_metrics=cpu_metrics_on, metrics_interval_ms=interval_ms)
     runtime = ServerRuntime(options)
     loop = new_event_loop()
@@ -294,9 +306,50 @@ def _configure_logging(verbose: int, log_format: LogFormat) -> None:
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 
+# tritonserver's boolean options take a value (--exit-on-error=false, or --exit-on-error false);
+# here they are switches (--exit-on-error / --no-exit-on-error).
+TRITONSERVER_SWITCHES = ("--exit-on-error", "--strict-readiness", "--strict-model-config")
+# tritonserver's --allow-http=false and --allow-grpc=false: that endpoint is off (its port -1)
+TRITONSERVER_ALLOW = {"--allow-http": "--http-port=-1", "--allow-grpc": "--grpc-port=-1"}
+_BOOL_WORDS = ("true", "on", "1", "false", "off", "0")
+
+
+def tritonserver_spellings(args: list[str]) -> list[str]:
+    """``args`` with tritonserver's spellings of this command's options rewritten into its own, so
+    that a tritonserver command line serves as it is: the boolean options with a value,
+    ``--disable-auto-complete-config`` (``--strict-model-config``) and ``--allow-http`` /
+    ``--allow-grpc``. Raises CliError for a boolean value tritonserver refuses."""
+    rewritten: list[str] = []
+    endpoints_off: list[str] = []
+    pending = list(args)
+    while pending:
+        arg = pending.pop(0)
+        name, has_value, value = arg.partition("=")
+        if name not in TRITONSERVER_SWITCHES and name not in TRITONSERVER_ALLOW:
+            rewritten.append("--strict-model-config" if arg == "--disable-auto-complete-config" else arg)
+            continue
+        if not has_value and pending and pending[0].lower() in _BOOL_WORDS:
+            has_value, value = True, pending.pop(0)
+        if name in TRITONSERVER_ALLOW:
+            if not has_value or _tritonserver_bool(value) is False:
+                endpoints_off.append(TRITONSERVER_ALLOW[name])
+        elif not has_value or _tritonserver_bool(value):
+            rewritten.append(name)
+        else:
+            rewritten.append("--no-" + name[2:])
+    return rewritten + endpoints_off  # last: an endpoint turned off stays off whatever port is given
+
+
+class TritonserverCommandLine(TyperCommand):
+    """``tritonctl serve``, parsing tritonserver's spellings of its options too."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, tritonserver_spellings(args))
+
+
 def register(app: typer.Typer) -> None:
     """Add ``tritonctl serve`` to ``app``."""
-    app.command("serve", help=HELP)(serve)
+    app.command("serve", help=HELP, cls=TritonserverCommandLine)(serve)
 
 
 def _tritonserver_bool(value: str | None) -> bool:

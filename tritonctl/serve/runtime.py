@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonctl.serve import backends
+from tritonctl.serve.core.backend_config import default_max_batch_size, parse_backend_config
 from tritonctl.serve.core.cache import ResponseCache, parse_cache_config
-from tritonctl.serve.core.config import available_gpus
+from tritonctl.serve.core.config import DEFAULT_MAX_BATCH_SIZE, available_gpus
 from tritonctl.serve.core.errors import unavailable
 from tritonctl.serve.core.header_forward import header_forwarding
 from tritonctl.serve.core.restrictions import grpc_restrictions, http_restrictions
@@ -95,6 +96,8 @@ class ServeOptions:
     # (NAME:COUNT[:DEVICE]): instances run only with the resources their instance group asks for
     rate_limit: bool = False
     rate_limit_resources: list[str] = field(default_factory=list)
+    # tritonserver's --backend-config values ([BACKEND,]SETTING=VALUE); default-max-batch-size is used
+    backend_config: list[str] = field(default_factory=list)
     # tritonserver's --log-verbose and --log-format: the log settings the server starts with
     log_verbose: int = 0
     log_format: str = "default"
@@ -105,12 +108,17 @@ class ServerRuntime:
         self.options = options
         cache_bytes = parse_cache_config(options.cache_config)  # CacheConfigError (a ValueError) when bad
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
+        backend_config = parse_backend_config(options.backend_config)  # BackendConfigError (a ValueError)
+        for setting in backend_config.unused():
+            log.info("--backend-config %s: taken, and without effect on this server", setting)
         self.manager = ModelManager(options.repository,
                                     backends.registry(options.python_isolation, options.backend_directory),
                                     options.control_mode,
                                     options.model_config_name, options.strict_readiness, options.exit_timeout_secs,
                                     self.response_cache, auto_complete=not options.strict_model_config,
-                                    rate_limiter=make_rate_limiter(options.rate_limit, options.rate_limit_resources))
+                                    rate_limiter=make_rate_limiter(options.rate_limit, options.rate_limit_resources),
+                                    default_max_batch_size=default_max_batch_size(backend_config,
+                                                                                  DEFAULT_MAX_BATCH_SIZE))
         trace = parse_trace_config(options.trace_config)  # TraceConfigError (a ValueError) when bad
         # HeaderPatternError (a ValueError) when a pattern is not a regular expression
         self.http_forwarding = header_forwarding(options.http_header_forward_pattern, "--http-header-forward-pattern")

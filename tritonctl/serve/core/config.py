@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tritonctl.optional import import_error
+from tritonctl.repo_schema.autocomplete import DEFAULT_MAX_BATCH_SIZE
 from tritonctl.repo_schema.diagnostics import Diagnostic, Severity, code_info
 from tritonctl.repo_schema.schema import model_config_pb2
 from tritonctl.serve.core.backend_api import BackendLoadError, CompleteConfig
@@ -81,32 +82,37 @@ def _error(model_dir: Path, message: str, unreadable: bool = False) -> LoadedCon
 
 
 def load_config(model_dir: Path, config_name: str | None = None, override_json: str | None = None,
-                complete: CompleteConfig | None = None) -> LoadedConfig:
+                complete: CompleteConfig | None = None, default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+                ) -> LoadedConfig:
     """The config to serve ``model_dir`` with, and everything found wrong with it.
 
     An ``override_json`` (the repository API's ``config`` parameter) replaces the file on disk.
     ``complete``: the backends' auto-complete hook (``BackendRegistry.complete_config``), run on
-    a config without errors.
+    a config without errors. ``default_max_batch_size``: the max_batch_size the onnxruntime
+    backend's auto-complete gives a model that can batch (tritonserver's
+    ``--backend-config=default-max-batch-size=N``).
     """
     if override_json is not None:
-        loaded = _from_override(model_dir, override_json)
+        loaded = _from_override(model_dir, override_json, default_max_batch_size)
     else:
-        loaded = _from_disk(model_dir, config_name)
+        loaded = _from_disk(model_dir, config_name, default_max_batch_size)
     if complete is not None and loaded.config is not None and not loaded.errors:
         _complete(model_dir, loaded, complete)
     return loaded
 
 
-def _from_disk(model_dir: Path, config_name: str | None) -> LoadedConfig:
+def _from_disk(model_dir: Path, config_name: str | None, default_max_batch_size: int) -> LoadedConfig:
     from tritonctl.repo_schema.autocomplete import effective_config
     from tritonctl.repo_schema.python_autocomplete import ModelCodePolicy
     from tritonctl.repo_schema.validate import default_options, validate_paths
 
     try:
         gpus = _driver_gpus()
-        config, diagnostics = effective_config(model_dir, config_name, gpus=gpus)
+        config, diagnostics = effective_config(model_dir, config_name, gpus=gpus,
+                                               default_max_batch_size=default_max_batch_size)
         if config is not None and available_gpus(config.backend) != gpus:  # this backend cannot use them
-            config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus(config.backend))
+            config, diagnostics = effective_config(model_dir, config_name, gpus=available_gpus(config.backend),
+                                                   default_max_batch_size=default_max_batch_size)
         # The server runs a Python model's auto_complete_config itself (_complete_python).
         options = dataclasses.replace(default_options(), model_code=ModelCodePolicy(run=False))
         checked = validate_paths([model_dir], config_name, options=options).diagnostics
@@ -129,7 +135,7 @@ def _complete(model_dir: Path, loaded: LoadedConfig, complete: CompleteConfig) -
         loaded.diagnostics.append(_error(model_dir, str(exc)).diagnostics[0])
 
 
-def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
+def _from_override(model_dir: Path, override_json: str, default_max_batch_size: int) -> LoadedConfig:
     from google.protobuf import json_format
 
     from tritonctl.repo_schema import autocomplete
@@ -155,5 +161,6 @@ def _from_override(model_dir: Path, override_json: str) -> LoadedConfig:
     config = core_normalize(message, model_dir)
     autocomplete.normalize_instance_groups(config, available_gpus(config.backend), report)
     if config.backend == "onnxruntime":
-        autocomplete.autocomplete_onnxruntime(config, autocomplete.model_version_dir(model_dir, None), report)
+        autocomplete.autocomplete_onnxruntime(config, autocomplete.model_version_dir(model_dir, None), report,
+                                              default_max_batch_size)
     return LoadedConfig(core_normalize(config, model_dir), diagnostics)

@@ -15,7 +15,7 @@ from tritonctl.repo_schema.repository import model_dirs, version_dirs
 from tritonctl.serve.core import override_files
 from tritonctl.serve.core.backend_api import BackendLoadError, BackendRegistry, ServerHandle
 from tritonctl.serve.core.cache import ResponseCache
-from tritonctl.serve.core.config import load_config
+from tritonctl.serve.core.config import DEFAULT_MAX_BATCH_SIZE, load_config
 from tritonctl.serve.core.confine import Escape, check_disk_config, check_file_override, check_model_dir, inside
 from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found, unavailable
 from tritonctl.serve.core.model import ModelVersion
@@ -97,12 +97,14 @@ class ModelManager:
     def __init__(self, repository: Path, backends: BackendRegistry, control_mode: str = "none",
                  config_name: str | None = None, strict_readiness: bool = True, drain_timeout_s: float = 30.0,
                  response_cache: ResponseCache | None = None, auto_complete: bool = True,
-                 rate_limiter: RateLimiter | None = None):
+                 rate_limiter: RateLimiter | None = None, default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE):
         self.repository = repository
         self.backends = backends
         self.host = ServerHandle()
         self.response_cache = response_cache  # the server's cache, shared by every model
         self.rate_limiter = rate_limiter  # tritonserver's --rate-limit=execution_count; None: off
+        # what onnxruntime's auto-complete gives a model that can batch (--backend-config's)
+        self.default_max_batch_size = default_max_batch_size
         self.control_mode = control_mode
         self.config_name = config_name
         self.strict_readiness = strict_readiness
@@ -185,7 +187,8 @@ class ModelManager:
                 entry.error = f"failed to open text file for read {model_dir / 'config.pbtxt'}: No such file or directory"
                 self._fail(entry, old, serving, [], unreadable=True)
             loaded = load_config(model_dir, self.config_name, config_override,
-                                 self.backends.complete_config if self.auto_complete else None)
+                                 self.backends.complete_config if self.auto_complete else None,
+                                 self.default_max_batch_size)
             if loaded.errors or loaded.config is None:
                 entry.error = loaded.error_text() or "the config could not be built"
                 self._fail(entry, old, serving, [], unreadable=loaded.unreadable)
