@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 import typer
-from typer.core import TyperCommand
 
 from tritonctl.cli.errors import CliError
+from tritonctl.cli.tritonserver_flags import NOTED, TritonserverCommandLine, parse_bool
 
 
 class ControlMode(str, enum.Enum):
@@ -163,6 +163,15 @@ def serve(
              "other backends' settings are taken without effect."),
     log_verbose: int = typer.Option(0, "--log-verbose", help="Verbose logging level (0 = off)."),
     log_format: LogFormat = typer.Option(LogFormat.default, "--log-format", help="default or ISO8601."),
+    log_file: Path = typer.Option(None, "--log-file", metavar="PATH",
+                                  help="As tritonserver: write the log to PATH instead of the console."),
+    log_info: str = typer.Option(None, "--log-info", metavar="BOOL", help="As tritonserver: false drops INFO records."),
+    log_warning: str = typer.Option(None, "--log-warning", metavar="BOOL",
+                                    help="As tritonserver: false drops WARNING records."),
+    log_error: str = typer.Option(None, "--log-error", metavar="BOOL",
+                                  help="As tritonserver: false drops ERROR records."),
+    server_id: str = typer.Option("triton", "--id", help="As tritonserver: the name in the server metadata."),
+    without_effect: list[str] = typer.Option([], NOTED, hidden=True),
     engine: Engine = typer.Option(Engine.bundled, "--engine",
                                   help="bundled: this server; triton: validate the repository, then run a real "
                                        "tritonserver with the same options, forwarding signals and exiting with its "
@@ -186,7 +195,10 @@ def serve(
     from tritonctl.serve.metrics.config import MetricsConfigError, parse_metrics_config
     from tritonctl.serve.runtime import ServeOptions, ServerRuntime, exit_now, new_event_loop
 
-    _configure_logging(log_verbose, log_format)
+    records = {level: _tritonserver_bool(value) for level, value in (("info", log_info), ("warning", log_warning),
+                                                                      ("error", log_error))}
+    # with --engine triton, tritonserver writes its log file itself
+    _configure_logging(log_verbose, log_format, None if engine is Engine.triton else log_file)
     repository = _one_repository(repository, model_repository)
     if repository is None:
         repository = ensure_example_repository()
@@ -256,8 +268,15 @@ def serve(
             + (["--strict-model-config=true"] if strict_model_config else []) + metrics_flags
             + ([f"--rate-limit={rate_limit}"] if rate_limit != "off" else [])
             + [f"--rate-limit-resource={resource}" for resource in rate_limit_resource]
-            + [f"--backend-config={setting}" for setting in backend_config] + list(triton_arg))
+            + [f"--backend-config={setting}" for setting in backend_config]
+            + ([f"--log-file={log_file}"] if log_file else [])
+            + [f"--log-{level}={value}" for level, value in (("info", log_info), ("warning", log_warning),
+                                                             ("error", log_error)) if value is not None]
+            + ([f"--id={server_id}"] if server_id != "triton" else [])
+            + list(without_effect) + list(triton_arg))  # tritonserver's own tuning options take effect there
         raise typer.Exit(serve_with_tritonserver(triton_options, tritonserver, validate=not skip_validation))
+    for setting in without_effect:
+        logging.getLogger("tritonctl.serve").warning("%s: a tritonserver option without effect on this server", setting)
     options = ServeOptions(
         repository=repository.resolve(), host=host,
         http_port=None if http_port < 0 else http_port, grpc_port=None if grpc_port < 0 else grpc_port,
@@ -269,6 +288,8 @@ def serve(
         python_isolation=python_isolation.value, http_header_forward_pattern=http_header_forward_pattern,
         grpc_header_forward_pattern=grpc_header_forward_pattern, http_restricted_api=list(http_restricted_api),
         grpc_restricted_protocol=list(grpc_restricted_protocol), log_verbose=log_verbose, log_format=log_format.value,
+        log_file=str(log_file or ""), log_info=records["info"], log_warning=records["warning"],
+        log_error=records["error"], server_id=server_id,
         backend_directory=backend_directory.resolve() if backend_directory else None, exit_on_error=exit_on_error,
         strict_model_config=strict_model_config,
         rate_limit=execution_count, rate_limit_resources=list(rate_limit_resource), backend_config=list(backend_config),
@@ -296,55 +317,18 @@ def _one_repository(argument: Path | None, flags: list[Path]) -> Path | None:
     return named[0] if named else None
 
 
-def _configure_logging(verbose: int, log_format: LogFormat) -> None:
+def _configure_logging(verbose: int, log_format: LogFormat, log_file: Path | None) -> None:
     from tritonctl.serve.core.log_settings import DATE_FORMATS
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname).1s %(name)s] %(message)s", datefmt=DATE_FORMATS[log_format.value])
+    try:
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, filename=log_file,
+                            format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
+                            datefmt=DATE_FORMATS[log_format.value])
+    except OSError as exc:
+        raise CliError(f"failed to open log file {log_file}: {exc.strerror}", 2) from None
     if not verbose:
         logging.getLogger("uvicorn").setLevel(logging.WARNING)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-
-
-# tritonserver's boolean options take a value (--exit-on-error=false, or --exit-on-error false);
-# here they are switches (--exit-on-error / --no-exit-on-error).
-TRITONSERVER_SWITCHES = ("--exit-on-error", "--strict-readiness", "--strict-model-config")
-# tritonserver's --allow-http=false and --allow-grpc=false: that endpoint is off (its port -1)
-TRITONSERVER_ALLOW = {"--allow-http": "--http-port=-1", "--allow-grpc": "--grpc-port=-1"}
-_BOOL_WORDS = ("true", "on", "1", "false", "off", "0")
-
-
-def tritonserver_spellings(args: list[str]) -> list[str]:
-    """``args`` with tritonserver's spellings of this command's options rewritten into its own, so
-    that a tritonserver command line serves as it is: the boolean options with a value,
-    ``--disable-auto-complete-config`` (``--strict-model-config``) and ``--allow-http`` /
-    ``--allow-grpc``. Raises CliError for a boolean value tritonserver refuses."""
-    rewritten: list[str] = []
-    endpoints_off: list[str] = []
-    pending = list(args)
-    while pending:
-        arg = pending.pop(0)
-        name, has_value, value = arg.partition("=")
-        if name not in TRITONSERVER_SWITCHES and name not in TRITONSERVER_ALLOW:
-            rewritten.append("--strict-model-config" if arg == "--disable-auto-complete-config" else arg)
-            continue
-        if not has_value and pending and pending[0].lower() in _BOOL_WORDS:
-            has_value, value = True, pending.pop(0)
-        if name in TRITONSERVER_ALLOW:
-            if not has_value or _tritonserver_bool(value) is False:
-                endpoints_off.append(TRITONSERVER_ALLOW[name])
-        elif not has_value or _tritonserver_bool(value):
-            rewritten.append(name)
-        else:
-            rewritten.append("--no-" + name[2:])
-    return rewritten + endpoints_off  # last: an endpoint turned off stays off whatever port is given
-
-
-class TritonserverCommandLine(TyperCommand):
-    """``tritonctl serve``, parsing tritonserver's spellings of its options too."""
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, tritonserver_spellings(args))
 
 
 def register(app: typer.Typer) -> None:
@@ -354,11 +338,7 @@ def register(app: typer.Typer) -> None:
 
 def _tritonserver_bool(value: str | None) -> bool:
     """A tritonserver boolean option's value (absent: true), refused in its words."""
-    if value is None or value.lower() in ("true", "on", "1"):
-        return True
-    if value.lower() in ("false", "off", "0"):
-        return False
-    raise CliError(f"invalid value for bool option: {value}", 2)
+    return value is None or parse_bool(value)
 
 
 def _tritonserver_int(value: str | None, default: int) -> int:

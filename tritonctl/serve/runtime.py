@@ -101,6 +101,14 @@ class ServeOptions:
     # tritonserver's --log-verbose and --log-format: the log settings the server starts with
     log_verbose: int = 0
     log_format: str = "default"
+    # tritonserver's --log-file (the CLI writes the log there; it is reported by the logging API),
+    # --log-info, --log-warning, --log-error (whether those records are written)
+    log_file: str = ""
+    log_info: bool = True
+    log_warning: bool = True
+    log_error: bool = True
+    # tritonserver's --id: the name in the server metadata
+    server_id: str = "triton"
 
 
 class ServerRuntime:
@@ -110,7 +118,7 @@ class ServerRuntime:
         self.response_cache = ResponseCache(cache_bytes) if cache_bytes else None
         backend_config = parse_backend_config(options.backend_config)  # BackendConfigError (a ValueError)
         for setting in backend_config.unused():
-            log.info("--backend-config %s: taken, and without effect on this server", setting)
+            log.warning("--backend-config %s: taken, and without effect on this server", setting)
         self.manager = ModelManager(options.repository,
                                     backends.registry(options.python_isolation, options.backend_directory),
                                     options.control_mode,
@@ -126,7 +134,9 @@ class ServerRuntime:
         self.http_restrictions = http_restrictions(options.http_restricted_api)  # RestrictionError (a ValueError)
         self.grpc_restrictions = grpc_restrictions(options.grpc_restricted_protocol)
         self.metrics_config = parse_metrics_config(options.metrics_config)  # MetricsConfigError (a ValueError)
-        self.server = InferenceServer(self.manager, trace, LogSettings(options.log_verbose, options.log_format))
+        log_settings = LogSettings(options.log_verbose, options.log_format, options.log_file, options.log_info,
+                                   options.log_warning, options.log_error)
+        self.server = InferenceServer(self.manager, trace, log_settings, options.server_id)
         self.http_port: int | None = None
         self.grpc_port: int | None = None
         self.metrics_port: int | None = None

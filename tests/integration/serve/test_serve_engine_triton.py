@@ -99,7 +99,8 @@ def test_a_repository_with_errors_does_not_start_tritonserver(tmp_path):
 
 def test_flags_passed_through_as_tritonserver_spells_them(tmp_path):
     """The flags that map onto tritonserver's own without a field of their own: the rate limiter's,
-    --no-exit-on-error, --strict-model-config and --backend-directory."""
+    --no-exit-on-error, --strict-model-config, --backend-directory, --backend-config, the logging
+    options, --id, and tritonserver's tuning options (which take effect there)."""
     argv = tmp_path / "argv"
     binary = tmp_path / "tritonserver"  # writes its arguments, one a line, and exits 0
     binary.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done > {argv}\n')
@@ -107,12 +108,16 @@ def test_flags_passed_through_as_tritonserver_spells_them(tmp_path):
     process = tritonctl(str(EXAMPLES), "--engine", "triton", "--tritonserver", str(binary),
                         "--rate-limit", "execution_count", "--rate-limit-resource", "R1:4",
                         "--rate-limit-resource", "R2:1:0", "--no-exit-on-error", "--strict-model-config",
-                        "--backend-directory", str(tmp_path))
+                        "--backend-directory", str(tmp_path), "--backend-config=python,shm-default-byte-size=1024",
+                        f"--log-file={tmp_path}/t.log", "--log-info=false", "--id=edge",
+                        "--pinned-memory-pool-byte-size=0", "--trace-file=/tmp/t.json")
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     passed = argv.read_text().splitlines()
     assert {"--rate-limit=execution_count", "--rate-limit-resource=R1:4", "--rate-limit-resource=R2:1:0",
-            "--exit-on-error=false", "--strict-model-config=true", f"--backend-directory={tmp_path}"} <= set(passed)
+            "--exit-on-error=false", "--strict-model-config=true", f"--backend-directory={tmp_path}",
+            "--backend-config=python,shm-default-byte-size=1024", f"--log-file={tmp_path}/t.log", "--log-info=false",
+            "--id=edge", "--pinned-memory-pool-byte-size=0", "--trace-config=triton,file=/tmp/t.json"} <= set(passed)
     process = tritonctl(str(EXAMPLES), "--engine", "triton", "--tritonserver", str(binary))
     process.communicate(timeout=120)
     assert not any(a.startswith("--rate-limit") for a in argv.read_text().splitlines())  # off: tritonserver's default

@@ -1,12 +1,15 @@
 """``tritonctl serve`` takes a tritonserver command line as it is written: boolean options with a
 value (``--strict-model-config=false``, ``--exit-on-error false``), ``--disable-auto-complete-config``,
-``--allow-http`` / ``--allow-grpc``, and ``--backend-config`` (whose ``default-max-batch-size`` sets
-what onnxruntime's auto-complete gives a model that can batch)."""
+``--allow-http`` / ``--allow-grpc``, the endpoint addresses, the deprecated trace and cache options,
+the logging options, ``--id``, tuning options that mean nothing here (taken, reported), and
+``--backend-config`` (whose ``default-max-batch-size`` sets what onnxruntime's auto-complete gives a
+model that can batch); what it cannot honour (SSL, SageMaker) is refused."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 import tritonclient.http as httpclient
@@ -14,8 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.serve_models import write_add_sub, write_onnx_only
+from tritonctl.analyzer.engine import free_ports
 from tritonctl.cli.errors import CliError
-from tritonctl.cli.serve import tritonserver_spellings
+from tritonctl.cli.tritonserver_flags import rewrite
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 
@@ -29,14 +33,28 @@ from tritonctl.serve.runtime import BackgroundServer, ServeOptions
     (["--allow-http=false", "--http-port=9000"], ["--http-port=9000", "--http-port=-1"]),
     (["--allow-grpc", "off", "--allow-http=true"], ["--grpc-port=-1"]),
     (["--model-repository=/m", "--log-verbose=1"], ["--model-repository=/m", "--log-verbose=1"]),
+    (["--http-address=0.0.0.0", "--grpc-address", "0.0.0.0", "--host=127.0.0.1"],
+     ["--host=127.0.0.1", "--host=0.0.0.0"]),
+    (["--trace-file=/t.json", "--trace-level=TIMESTAMPS", "--trace-rate", "10", "--response-cache-byte-size=64"],
+     ["--trace-config=triton,file=/t.json", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=10",
+      "--cache-config=local,size=64"]),
+    (["--pinned-memory-pool-byte-size=0", "--grpc-keepalive-time", "7200000", "--grpc-use-ssl=false"],
+     ["--without-effect=--pinned-memory-pool-byte-size=0", "--without-effect=--grpc-keepalive-time=7200000"]),
 ])
 def test_tritonserver_spellings_become_this_commands(given_args, expected):
-    assert tritonserver_spellings(given_args) == expected
+    assert rewrite(given_args) == expected
 
 
-def test_a_boolean_value_tritonserver_refuses_is_refused_in_its_words():
-    with pytest.raises(CliError, match="invalid value for bool option: maybe"):
-        tritonserver_spellings(["--exit-on-error=maybe"])
+@pytest.mark.parametrize("args, message", [
+    (["--exit-on-error=maybe"], "invalid value for bool option: maybe"),
+    (["--grpc-use-ssl=true"], "--grpc-use-ssl: this server does not have gRPC over SSL/TLS"),
+    (["--allow-sagemaker", "1"], "this server does not have the SageMaker endpoint"),
+    (["--http-address=0.0.0.0", "--metrics-address=127.0.0.1"], "this server listens on one address"),
+    (["--model-load-thread-count"], "option '--model-load-thread-count' requires a value"),
+])
+def test_what_cannot_be_honoured_is_refused_in_words(args, message):
+    with pytest.raises(CliError, match=message):
+        rewrite(args)
 
 
 @given(st.lists(st.sampled_from(["--exit-on-error", "--strict-model-config=off", "--allow-http", "true", "0",
@@ -44,7 +62,7 @@ def test_a_boolean_value_tritonserver_refuses_is_refused_in_its_words():
                 max_size=6))
 def test_any_command_line_is_rewritten_or_refused(args):
     try:
-        rewritten = tritonserver_spellings(args)
+        rewritten = rewrite(args)
     except CliError as exc:
         assert "invalid value for bool option" in str(exc)
         return
@@ -54,29 +72,38 @@ def test_any_command_line_is_rewritten_or_refused(args):
 
 def test_a_tritonserver_command_line_serves_as_written(tmp_path):
     """--strict-model-config=true with --exit-on-error=false: a model without its config fails to
-    load, the others serve; --allow-grpc=false turns gRPC off."""
+    load, the others serve; --allow-grpc=false turns gRPC off; the log goes to --log-file without
+    its INFO records; --id names the server; a tuning option is taken."""
     repo = tmp_path / "repo"
     write_onnx_only(repo)
     write_add_sub(repo)
+    log_file = tmp_path / "server.log"
+    (port,) = free_ports(1)
     process = subprocess.Popen([sys.executable, "-m", "tritonctl", "serve", f"--model-repository={repo}",
                                 "--strict-model-config=true", "--exit-on-error=false", "--allow-grpc=false",
-                                "--http-port=0", "--metrics-port=-1", "--strict-readiness=false"],
+                                f"--http-port={port}", "--metrics-port=-1", "--strict-readiness=false", "--id=edge-7",
+                                f"--log-file={log_file}", "--log-info=false", "--buffer-manager-thread-count=4"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if "serving " in line:
-                break
-        log = "".join(lines)
-        assert "gRPC None" in log, log
-        port = int(log.split("HTTP ")[-1].split(",")[0])
-        with httpclient.InferenceServerClient(f"127.0.0.1:{port}") as client:
-            assert client.is_server_ready()
-            assert client.is_model_ready("add_sub") and not client.is_model_ready("onnx_only")
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                if client.is_server_ready():
+                    break
+            except Exception:  # not listening yet
+                time.sleep(0.2)
+        assert client.get_server_metadata()["name"] == "edge-7"
+        assert client.is_model_ready("add_sub") and not client.is_model_ready("onnx_only")
+        assert client.get_log_settings()["log_file"] == str(log_file)
+        client.close()
     finally:
         process.terminate()
-        process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=60)
+    log = log_file.read_text()
+    assert "E tritonctl.serve]" in log and " I tritonctl.serve]" not in log, log  # the failed load; no INFO
+    assert "W tritonctl.serve] --buffer-manager-thread-count=4: a tritonserver option without effect" in log
+    assert "tritonctl.serve]" not in output  # the log went to the file
 
 
 @pytest.mark.parametrize("backend_config, max_batch_size", [

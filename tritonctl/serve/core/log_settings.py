@@ -31,9 +31,12 @@ def file_not_settable() -> ServeError:
 class LogSettings(logging.Filter):
     """One server's settings; a filter on the server's loggers while the server runs (``close``)."""
 
-    def __init__(self, verbose_level: int = 0, log_format: str = "default"):
+    def __init__(self, verbose_level: int = 0, log_format: str = "default", log_file: str = "",
+                 info: bool = True, warning: bool = True, error: bool = True):
+        """As tritonserver's --log-verbose, --log-format, --log-file (where the log goes; "": the
+        console) and --log-info / --log-warning / --log-error."""
         super().__init__()
-        self.values: dict = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+        self.values: dict = {"log_file": log_file, "log_info": info, "log_warning": warning, "log_error": error,
                              "log_verbose_level": verbose_level, "log_format": log_format}
         for name in LOGGERS:
             logging.getLogger(name).addFilter(self)

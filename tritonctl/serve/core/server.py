@@ -27,8 +27,9 @@ PROTOCOL_VERSION = "2.51.0"  # the Triton release whose protocol behaviour this 
 
 class InferenceServer:
     def __init__(self, manager: ModelManager, trace_config: TraceConfig | None = None,
-                 log_settings: LogSettings | None = None):
+                 log_settings: LogSettings | None = None, name: str = SERVER_NAME):
         self.manager = manager
+        self.name = name  # the server metadata's name (tritonserver's --id)
         manager.host.server = self  # the handle the manager's model instances got at load (BLS)
         self.shm = SharedMemoryManager()
         self.traces = TraceManager(trace_config)
@@ -43,7 +44,7 @@ class InferenceServer:
         return self.live and not self.stopping and self.manager.server_ready()
 
     def metadata(self) -> dict:
-        return {"name": SERVER_NAME, "version": PROTOCOL_VERSION, "extensions": EXTENSIONS}
+        return {"name": self.name, "version": PROTOCOL_VERSION, "extensions": EXTENSIONS}
 
     def model_metadata(self, name: str, version: str = "") -> dict:
         model = self.manager.get(name, version)
