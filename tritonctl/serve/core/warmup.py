@@ -4,7 +4,8 @@ before a version serves, each of its instances runs every sample of the config, 
 the instance (no queue, no rate limiter), counted in the model's statistics as Triton counts
 them. A sample with ``batch_size: 0`` is skipped. Its data: zeros (empty strings for BYTES),
 random bytes (BYTES: empty strings, as in Triton), or the file ``<model>/warmup/<name>`` (raw
-little-endian values; BYTES as 4-byte little-endian lengths, each followed by its bytes). An
+little-endian values; BYTES as 4-byte little-endian lengths, each followed by its bytes, checked
+as a request's BYTES input is). An
 error in any response fails the load: "failed to run warmup sample '<name>': <error>; ".
 
 The config's samples were checked by ``tritonctl validate``'s WU rules when the model loaded.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ import numpy as np
 from tritonctl.repo_schema.datatypes import BY_NUMBER
 from tritonctl.serve.core.backend_api import BackendLoadError
 from tritonctl.serve.core.errors import ServeError
+from tritonctl.serve.core.tensors import deserialize_bytes
 from tritonctl.serve.core.types import InferRequest, InferTensor
 
 log = logging.getLogger("tritonctl.serve")
@@ -48,20 +49,24 @@ def samples(config, model_dir: Path) -> list[Sample]:
             log.debug("Skipping batch 0 warmup sample '%s'", setting.name)
             continue
         log.debug("Generating warmup sample data for '%s'", setting.name)
-        inputs = {key: _tensor(key, value, model_dir, batching, setting.name) for key, value in setting.inputs.items()}
+        inputs = {key: _tensor(key, value, model_dir, batching, config.name)
+                  for key, value in setting.inputs.items()}
         made.append(Sample(setting.name, max(setting.count, 1), setting.batch_size, inputs))
     return made
 
 
-def _tensor(key: str, value, model_dir: Path, batching: bool, sample: str) -> InferTensor:
+def _tensor(key: str, value, model_dir: Path, batching: bool, model: str) -> InferTensor:
     datatype = BY_NUMBER[value.data_type]
     shape = ([1] if batching else []) + list(value.dims)
     count = math.prod(shape)
     source = value.WhichOneof("input_data_type")
     raw = (model_dir / "warmup" / value.input_data_file).read_bytes() if source == "input_data_file" else None
-    if datatype.size == 0:  # BYTES
-        elements = read_strings(raw, count, key, sample) if raw is not None else [b""] * count
-        data = np.array(elements, dtype=object).reshape(shape)
+    if datatype.size == 0:  # BYTES: the file is checked as a request's input is, in Triton's words
+        try:
+            data = (deserialize_bytes(raw, count, key, model, request_id="") if raw is not None
+                    else np.array([b""] * count, dtype=object)).reshape(shape)
+        except ServeError as exc:
+            raise BackendLoadError(f"{INVALID}{exc.message}") from None
     else:
         size = count * datatype.size
         if raw is None:
@@ -71,23 +76,6 @@ def _tensor(key: str, value, model_dir: Path, batching: bool, sample: str) -> In
                                    f"{value.input_data_file}only has {len(raw)} bytes")
         data = np.frombuffer(raw[:size], dtype=np.dtype(datatype.numpy).newbyteorder("<")).reshape(shape).copy()
     return InferTensor(key, datatype.wire, data)
-
-
-def read_strings(raw: bytes, count: int, key: str, sample: str) -> list[bytes]:
-    """``count`` strings of a warmup file: each a 4-byte little-endian length, then its bytes."""
-    elements, offset = [], 0
-    while len(elements) < count:
-        if offset + 4 > len(raw):
-            raise BackendLoadError(f"{INVALID}warmup sample '{sample}' input '{key}' expects {count} strings, but "
-                                   f"its file holds {len(elements)}")
-        (length,) = struct.unpack_from("<I", raw, offset)
-        offset += 4
-        if offset + length > len(raw):
-            raise BackendLoadError(f"{INVALID}warmup sample '{sample}' input '{key}': string {len(elements)} is "
-                                   f"{length} bytes long, but only {len(raw) - offset} follow in its file")
-        elements.append(raw[offset:offset + length])
-        offset += length
-    return elements
 
 
 class _Answers:
