@@ -61,6 +61,7 @@ MODELS = {
     "too_big": ['rate_limiter { resources [ { name: "resource1" count: 5 } ] }'],
     "per_device": [SECOND.replace("global: true ", "")],  # resource2 per device, where "second" has it global
     "unnamed": ['rate_limiter { resources [ { name: "resource3" count: 1 } ] }'],
+    "batched": [FIRST],  # with dynamic_batching (below)
 }
 LIMITED = ["resource1:4", "resource2:2"]  # one of first and second at a time
 PLENTY = ["resource1:6", "resource2:2"]  # both at once
@@ -83,7 +84,8 @@ def repo(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("rate_limiter")
     (root / "logs").mkdir()
     for name, groups in MODELS.items():
-        write_python_model(root / "repo", name, _model_config(groups, root / "logs" / name), TIMED_PY)
+        batching = "dynamic_batching { }\n" if name == "batched" else ""
+        write_python_model(root / "repo", name, _model_config(groups, root / "logs" / name) + batching, TIMED_PY)
     return root / "repo"
 
 
@@ -222,6 +224,33 @@ def test_the_instances_of_one_model_take_turns_when_resources_are_short(repo, re
         httpclient.InferenceServerClient(server.http_url).load_model("both_groups")
         _load(server.grpc_url, ["both_groups"], seconds=1.0, in_flight=8)
     assert _self_overlap(_runs(repo, "both_groups")) is at_once
+
+
+def test_a_batch_waiting_for_its_resources_takes_what_queues_meanwhile(repo):
+    """L0_rate_limiter's dynamic-batching case: a model whose instance waits for resources held by
+    another model takes its batch once it has them, with every request queued meanwhile (Triton's
+    payload grows while it waits), not the first request alone."""
+    with _serve(repo, []) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        for model in ("batched", "second"):
+            client.load_model(model)
+        busy = threading.Thread(target=_load, args=(server.grpc_url, ["second"], 2.0, 2))
+        busy.start()  # "second" runs back to back: "batched" always waits for it
+        time.sleep(0.3)
+        answered: list = []
+        with grpcclient.InferenceServerClient(server.grpc_url) as sender:
+            for _ in range(5):  # bursts of 4 requests
+                for _ in range(4):
+                    tensor = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+                    tensor.set_data_from_numpy(np.ones((1, 1), np.float32))
+                    sender.async_infer("batched", [tensor], callback=lambda result, error: answered.append(error))
+                time.sleep(0.25)
+        busy.join()
+        stats = client.get_inference_statistics("batched")["model_stats"][0]
+        client.close()
+    assert answered == [None] * 20
+    executions = {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}
+    assert executions == {4: 5}, executions
 
 
 def _updated(client, model: str, resource1: int) -> None:

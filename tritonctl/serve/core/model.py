@@ -15,7 +15,7 @@ from tritonctl.serve.core.cache import ResponseCache, serve_from_cache
 from tritonctl.serve.core.classification import classify
 from tritonctl.serve.core.errors import ServeError, Status, internal, invalid_arg, unavailable
 from tritonctl.serve.core.ragged import RaggedLayout
-from tritonctl.serve.core.rate_limiter import RateLimiter, Slot
+from tritonctl.serve.core.rate_limiter import Gate, RateLimiter, Slot
 from tritonctl.serve.core.responder import ErrorResponse, Responder, is_failure
 from tritonctl.serve.core.scheduler import BatchingOptions, DynamicBatchScheduler, Scheduler, drop_stale
 from tritonctl.serve.core.sequence_state import keep_states
@@ -81,11 +81,15 @@ class ModelVersion:
     takes_requests = True  # False while every instance is passive
 
     def __init__(self, config, version: int, model_dir: Path, instances: list[ModelInstance],
-                 response_cache: ResponseCache | None = None, passive: frozenset[int] = frozenset()):
+                 response_cache: ResponseCache | None = None, passive: frozenset[int] = frozenset(),
+                 rate_limiter: RateLimiter | None = None, slots: dict[int, Slot] | None = None):
         """``passive``: id() of the instances of passive instance groups, which the scheduler
-        never gives work (Triton's ``passive: true``)."""
+        never gives work (Triton's ``passive: true``); ``rate_limiter``: the server's, when it limits
+        executions, and ``slots`` the instances' (by id()) there."""
         self._describe(config, version, model_dir, instances)
         self._passive = set(passive)
+        self._rate_limiter = rate_limiter
+        self._slots: dict[int, Slot] = dict(slots or {})
         instances = self._scheduled(instances)
         self.takes_requests = bool(instances)
         if config.response_cache.enable and not config.HasField("sequence_batching") \
@@ -98,7 +102,8 @@ class ModelVersion:
             self.scheduler = self._sequence_scheduler(config, model_dir, instances)
         else:
             self.scheduler = DynamicBatchScheduler(self.name, BatchingOptions.from_config(config), instances,
-                                                   self._run_fresh, self.stats)
+                                                   self._run_fresh, self.stats,
+                                                   self._gate if rate_limiter is not None else None)
 
     def _sequence_scheduler(self, config, model_dir: Path, instances: list[ModelInstance]):
         from tritonctl.serve.core.sequence import SequenceScheduler
@@ -127,8 +132,6 @@ class ModelVersion:
         self.labels = {name: _read_labels(model_dir, spec.label_file) for name, spec in self.outputs.items()
                        if spec.label_file}
         self.instances = instances
-        self._rate_limiter: RateLimiter | None = None  # the server's, when it limits executions (set by load)
-        self._slots: dict[int, Slot] = {}  # id() of an instance -> its rate-limiter slot
         self._signatures: list[tuple] = []  # per instance, as instances_of gives them (set by load)
         self.text_inputs = instances[0].text_inputs() if instances else frozenset()
         self.stats = ModelStats(self.name, self.version_str)
@@ -147,14 +150,13 @@ class ModelVersion:
         triples = instances_of(config)
         instances, slots = _create_limited(config, model_dir, version, triples, backends, host, rate_limiter)
         try:
-            model_version = cls(config, version, model_dir, instances, response_cache, _passive(instances, triples))
+            model_version = cls(config, version, model_dir, instances, response_cache, _passive(instances, triples),
+                                rate_limiter, dict(zip(map(id, instances), slots)))
         except BaseException:
             if rate_limiter is not None:
                 rate_limiter.unregister(slots)
             raise
         model_version._signatures = [signature for signature, _, _ in triples]
-        model_version._rate_limiter = rate_limiter
-        model_version._slots = dict(zip(map(id, instances), slots))
         try:
             warm_up(model_version, instances, model_version._warm)
         except BaseException:
@@ -165,6 +167,11 @@ class ModelVersion:
     def _warm(self, instance: ModelInstance, batch: list[InferRequest]) -> None:
         """Run a warmup batch on ``instance`` at once: no queue, no rate limiter, as in Triton."""
         self._execute(instance, batch, fresh_only=False)
+
+    def _gate(self, instance: ModelInstance) -> Gate | None:
+        """The rate limiter's gate for ``instance``, None when it has no slot."""
+        slot = self._slots.get(id(instance))
+        return None if slot is None else Gate(self._rate_limiter, slot)
 
     def _scheduled(self, instances: list[ModelInstance]) -> list[ModelInstance]:
         """Those of ``instances`` the scheduler gives work: all but the passive ones."""
@@ -304,8 +311,9 @@ class ModelVersion:
         self._run_batch(instance, batch, fresh_only=True)
 
     def _run_batch(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool = False) -> None:
-        """Run ``batch`` on ``instance``, once the rate limiter (when the server has one) lets it."""
-        slot = self._slots.get(id(instance)) if self._slots else None
+        """Run ``batch`` on ``instance``, once the rate limiter (when the server has one) lets it.
+        (The dynamic batcher's batches, ``fresh_only``, passed its gate before they were taken.)"""
+        slot = self._slots.get(id(instance)) if self._slots and not fresh_only else None
         if slot is None:
             self._execute(instance, batch, fresh_only)
             return

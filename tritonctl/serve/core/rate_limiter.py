@@ -189,3 +189,17 @@ class RateLimiter:
     def _free_for(self, slot: Slot) -> bool:
         return all(self._held[device][name] + count <= self._limits.get(device, {}).get(name, 0)
                    for device, resources in slot.needs.items() for name, count in resources.items())
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One instance's way through the rate limiter: ``acquire`` before it runs, ``release`` after."""
+
+    limiter: RateLimiter
+    slot: Slot
+
+    def acquire(self) -> None:
+        self.limiter.acquire(self.slot)
+
+    def release(self) -> None:
+        self.limiter.release(self.slot)

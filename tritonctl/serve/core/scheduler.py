@@ -26,6 +26,7 @@ from typing import Callable, Iterator, Protocol
 
 from tritonctl.serve.core.errors import ServeError, Status, unavailable
 from tritonctl.serve.core.ordering import OrderedCompletions
+from tritonctl.serve.core.rate_limiter import Gate
 from tritonctl.serve.core.stats import ModelStats
 from tritonctl.serve.core.types import InferRequest
 
@@ -113,6 +114,7 @@ class _Level:
 
 
 RunBatch = Callable[[object, list[InferRequest]], None]
+READY: list[InferRequest] = []  # _next_batch's "a batch is ready" (compared by identity)
 
 # The longest queue-delay wait that a worker polls through rather than sleeps (see _poll).
 POLL_MAX_S = 0.005
@@ -145,8 +147,11 @@ class DynamicBatchScheduler:
     """Queues requests of one model version and runs batches of them on its instances."""
 
     def __init__(self, model: str, options: BatchingOptions, instances: list, run_batch: RunBatch,
-                 stats: ModelStats):
+                 stats: ModelStats, gate_of: Callable[[object], Gate | None] | None = None):
+        """``gate_of``: the rate limiter's gate of an instance (None: the instance runs ungated),
+        when the server has a rate limiter."""
         self.model = model
+        self._gate_of = gate_of
         self.options = options
         self.stats = stats
         self._run_batch = run_batch
@@ -340,9 +345,10 @@ class DynamicBatchScheduler:
         self._queued -= len(batch)
         self._queued_size -= sum(r.batch_size for r in batch)
 
-    def _next_batch(self, instance=None) -> tuple[list[InferRequest] | None, list]:
+    def _next_batch(self, instance=None, mode: str = "take") -> tuple[list[InferRequest] | None, list]:
         """Wait for work; (batch, failures) or (None, failures) when stopped and drained, or
-        when a model update removes ``instance``."""
+        when a model update removes ``instance``. ``mode`` "peek": wait until a batch is ready and
+        return READY without taking it; "now": take a ready batch, else return ([], []) at once."""
         with self._cond:
             while True:
                 if id(instance) in self._retiring:
@@ -352,13 +358,20 @@ class DynamicBatchScheduler:
                 if failed:
                     return [], failed
                 if self._staged:
-                    return self._take_staged(), []
+                    return (READY if mode == "peek" else self._take_staged()), []
                 if self._queued == 0:
                     if self._stopping:
                         return None, []
+                    if mode == "now":
+                        return [], []
                     self._cond.wait()
                     continue
                 batch, wait_s, _ = self._form_batch(now)
+                if batch and mode == "peek":
+                    return READY, []
+                if batch is None and mode == "now":
+                    self._wake_size = None
+                    return [], []
                 if batch is not None:
                     self._take(batch)
                     self._busy += 1
@@ -479,19 +492,43 @@ class DynamicBatchScheduler:
 
     def _work(self, instance) -> None:
         while True:
-            batch, failed = self._next_batch(instance)
-            self._fail(failed)
-            if batch is None:
-                return
-            if not batch:
+            gate = self._gate_of(instance) if self._gate_of is not None else None
+            if gate is None:
+                if not self._take_and_run(instance, "take"):
+                    return
                 continue
-            self.stats.add_pending(-len(batch))
+            # Under the rate limiter: wait for a batch to be ready, then for the instance's
+            # resources, and only then take the batch, with what queued meanwhile (Triton's
+            # payload grows while it waits for its instance).
+            ready, failed = self._next_batch(instance, "peek")
+            self._fail(failed)
+            if ready is None:
+                return
+            if ready is not READY:
+                continue
+            gate.acquire()
             try:
-                self._run_batch(instance, batch)
+                if not self._take_and_run(instance, "now"):
+                    return
             finally:
-                with self._cond:
-                    self._busy -= 1
-                    self._cond.notify_all()
+                gate.release()
+
+    def _take_and_run(self, instance, mode: str) -> bool:
+        """Take the next batch (``_next_batch``'s ``mode``) and run it; False when stopped."""
+        batch, failed = self._next_batch(instance, mode)
+        self._fail(failed)
+        if batch is None:
+            return False
+        if not batch:
+            return True
+        self.stats.add_pending(-len(batch))
+        try:
+            self._run_batch(instance, batch)
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+        return True
 
     def hold_in_order(self, request: InferRequest) -> None:
         """With preserve_ordering, make ``request`` (answered without queueing: a cache hit)
