@@ -45,7 +45,7 @@ parameters [ {{ key: "marks" value {{ string_value: "{marks}" }} }} ]
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, transports):
     marks = tmp_path / "marks"
     marks.mkdir()
     write_python_model(tmp_path / "repo", "mixed", _config(marks, '{ name: "active" kind: KIND_CPU count: 1 }, '
@@ -54,7 +54,7 @@ def served(tmp_path):
     write_python_model(tmp_path / "repo", "all_passive",
                        _config(marks, '{ name: "idle" kind: KIND_CPU count: 1 passive: true }'), WHO_PY)
     options = ServeOptions(tmp_path / "repo", http_port=0, grpc_port=0, metrics_port=None, exit_timeout_secs=5,
-                           control_mode="explicit", load_models=["*"])
+                           control_mode="explicit", load_models=["*"], **transports)
     with BackgroundServer(options) as server:
         yield server, marks
 

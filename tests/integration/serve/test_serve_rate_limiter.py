@@ -110,9 +110,11 @@ def _self_overlap(runs: list[tuple[float, float]]) -> bool:
     return any(later[0] < earlier[1] for earlier, later in zip(ordered, ordered[1:]))
 
 
-def _load(url: str, models: list[str], seconds: float, in_flight: int = 4) -> None:
+def _load(url: str, models: list[str], seconds: float, in_flight: int = 4) -> float:
     """Keep ``in_flight`` requests outstanding on each of ``models`` for ``seconds`` (gRPC), then
-    wait for every answer; every answer must echo its input."""
+    wait for every answer; every answer must echo its input. Returns when (``time.time()``) the
+    sending stopped: the runs after it drain what is in flight, no longer all models at once."""
+    stopped_at = time.time() + seconds
     stop = time.monotonic() + seconds
     failures: list[str] = []
 
@@ -141,9 +143,11 @@ def _load(url: str, models: list[str], seconds: float, in_flight: int = 4) -> No
     for driver in drivers:
         driver.join()
     assert not failures
+    return stopped_at
 
 
 def _serve(repo: Path, resources: list[str], **options) -> BackgroundServer:
+    """The server under the rate limiter with ``resources``; ``options`` more ServeOptions."""
     return BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
                                          exit_timeout_secs=10, rate_limit=True, rate_limit_resources=resources,
                                          **options))
@@ -172,8 +176,8 @@ def _load_answers(client) -> list[str | None]:
     return answers
 
 
-def test_loads_asking_for_more_than_there_is_fail_in_tritons_words(repo):
-    with _serve(repo, LIMITED) as server:
+def test_loads_asking_for_more_than_there_is_fail_in_tritons_words(repo, transports):
+    with _serve(repo, LIMITED, **transports) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         answers = _load_answers(client)
         for (model, expected), answer in zip(LOADS, answers):
@@ -191,15 +195,20 @@ def test_loads_asking_for_more_than_there_is_fail_in_tritons_words(repo):
 
 
 def _turns(repo: Path, resources: list[str]) -> tuple[list, list]:
-    """first and second loaded under ``resources``, both kept busy for a while: their runs."""
+    """first and second loaded under ``resources``, both kept busy for a while: their runs that
+    started while both had requests waiting."""
     _clear_runs(repo)
     with _serve(repo, resources) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         for model in ("first", "second"):
             client.load_model(model)
-        _load(server.grpc_url, ["first", "second"], seconds=2.5)
+        stopped_at = _load(server.grpc_url, ["first", "second"], seconds=1.5)
         client.close()
-    return _runs(repo, "first"), _runs(repo, "second")
+    return _busy_runs(repo, "first", stopped_at), _busy_runs(repo, "second", stopped_at)
+
+
+def _busy_runs(repo: Path, model: str, stopped_at: float) -> list[tuple[float, float]]:
+    return [run for run in _runs(repo, model) if run[0] < stopped_at]
 
 
 def test_one_model_at_a_time_and_priority_1_gets_twice_the_turns(repo):
@@ -317,9 +326,9 @@ def test_refusals_and_turns_match_triton(repo, tmp_path):
         client.unload_model("per_device")
         for model in ("first", "second"):
             client.load_model(model)
-        _load(f"127.0.0.1:{triton.grpc_port}", ["first", "second"], seconds=2.5)
+        stopped_at = _load(f"127.0.0.1:{triton.grpc_port}", ["first", "second"], seconds=1.5)
         client.close()
-    first, second = _runs(repo, "first"), _runs(repo, "second")
+    first, second = _busy_runs(repo, "first", stopped_at), _busy_runs(repo, "second", stopped_at)
     assert answers == [None if expected is None else
                        f"load failed for model '{model}': version 1 is at UNAVAILABLE state: Invalid argument: "
                        f"{expected}" for model, expected in LOADS]

@@ -175,10 +175,10 @@ def _load_answers_match(answers: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(repo):
+def served(repo, transports):
     (repo.parent / "recorded.jsonl").unlink(missing_ok=True)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=None, control_mode="explicit",
-                           exit_timeout_secs=5)
+                           exit_timeout_secs=5, **transports)
     with BackgroundServer(options) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         client.load_model("recorded")
