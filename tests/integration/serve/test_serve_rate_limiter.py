@@ -22,6 +22,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.sequence_models import write_accumulator
 from helpers.serve_models import write_python_model
 from helpers.triton_anchor import TritonServer, unavailable_reason
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
@@ -260,6 +261,39 @@ def test_a_batch_waiting_for_its_resources_takes_what_queues_meanwhile(repo):
     assert answered == [None] * 20
     executions = {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}
     assert executions == {4: 5}, executions
+
+
+def test_sequences_run_under_the_rate_limiter(tmp_path, transports):
+    """L0_rate_limiter's sequence case: an accumulator whose two instances cannot run together
+    (one asks for all of resource1) answers two interleaved sequences of 1..9 with their totals."""
+    model = write_accumulator(tmp_path / "repo", "acc", max_batch_size=1)
+    config = (model / "config.pbtxt").read_text()
+    (model / "config.pbtxt").write_text(config.replace(
+        "instance_group [ { kind: KIND_CPU count: 1 } ]",
+        'instance_group [ { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "resource1" count: 4 } ] } },'
+        ' { kind: KIND_CPU count: 1 rate_limiter { resources [ { name: "resource1" count: 2 } ] priority: 2 } } ]'))
+    with _serve(tmp_path / "repo", [], **transports) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        client.load_model("acc")
+        totals: dict[int, list[int]] = {7: [], 8: []}
+
+        def sequence(sequence_id: int) -> None:
+            with grpcclient.InferenceServerClient(server.grpc_url) as sender:
+                for value in range(1, 10):
+                    tensor = grpcclient.InferInput("INPUT", [1, 1], "INT32")
+                    tensor.set_data_from_numpy(np.array([[value]], np.int32))
+                    result = sender.infer("acc", [tensor], sequence_id=sequence_id, sequence_start=value == 1,
+                                          sequence_end=value == 9)
+                    totals[sequence_id].append(int(result.as_numpy("OUTPUT")[0][0]))
+
+        threads = [threading.Thread(target=sequence, args=(sid,)) for sid in totals]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        client.close()
+    running = [sum(range(1, n + 1)) for n in range(1, 10)]
+    assert totals == {7: running, 8: running}
 
 
 def _updated(client, model: str, resource1: int) -> None:
