@@ -15,6 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from helpers.sequence_models import write_accumulator
 from helpers.serve_models import write_add_sub, write_python_model
 from helpers.triton_anchor import TritonServer, unavailable_reason
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
@@ -122,6 +123,14 @@ def repo(tmp_path_factory) -> Path:
         RECORDING_PY.replace('json.loads(args["model_config"])["parameters"]["log"]["string_value"]', '"/dev/null"'))
     (short / "warmup").mkdir()
     (short / "warmup" / "one.bin").write_bytes(struct.pack("<I", 2) + b"hi")
+    # L0_warmup's sequence case: the sample gives the sequence batcher's control inputs too
+    accumulator = write_accumulator(repo, "sequence", max_batch_size=8)
+    sample = 'model_warmup [ { name: "sequence sample" batch_size: 8 '
+    for key, data_type in (("INPUT", "TYPE_INT32"), ("START", "TYPE_INT32"), ("END", "TYPE_BOOL"),
+                           ("READY", "TYPE_FP32"), ("CORRID", "TYPE_UINT64")):
+        sample += f'inputs {{ key: "{key}" value {{ data_type: {data_type} dims: [ 1 ] zero_data: true }} }} '
+    with (accumulator / "config.pbtxt").open("a") as config:
+        config.write(sample + "} ]\n")
     write_add_sub(repo, "onnx_add_sub", extra='model_warmup [ { name: "ones" batch_size: 4 count: 3 '
                   'inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] random_data: true } } '
                   'inputs { key: "INPUT1" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]')
@@ -140,7 +149,7 @@ def _stats(client, model: str) -> tuple:
 
 
 # What each model's warmup does to its statistics, and each load's answer (None: it loads).
-EXPECTED_STATS = {"recorded": (18, 8, 18, 0, [(1, 2), (2, 2), (3, 4)])}
+EXPECTED_STATS = {"recorded": (18, 8, 18, 0, [(1, 2), (2, 2), (3, 4)]), "sequence": (8, 1, 8, 0, [(8, 1)])}
 EXPECTED_LOADS = {
     "raising": "load failed for model 'raising': version 1 is at UNAVAILABLE state: Invalid argument: failed to run "
                "warmup sample 'w1': Failed to process the request(s) for model 'raising_0', message: "
@@ -184,6 +193,12 @@ def served(repo, transports):
         client.load_model("recorded")
         yield server, client
         client.close()
+
+
+def test_a_sequence_models_sample_carries_its_control_inputs(served):
+    _, client = served
+    client.load_model("sequence")
+    assert _stats(client, "sequence") == EXPECTED_STATS["sequence"]
 
 
 def test_each_instance_runs_every_sample_in_order_before_the_model_serves(served, repo):
@@ -230,9 +245,11 @@ def test_statistics_and_refusals_match_triton(repo, tmp_path):
     (repo.parent / "recorded.jsonl").unlink(missing_ok=True)
     with TritonServer(repo, tmp_path) as triton:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{triton.http_port}")
-        client.load_model("recorded")
-        stats = _stats(client, "recorded")
+        stats = {}
+        for model in EXPECTED_STATS:
+            client.load_model(model)
+            stats[model] = _stats(client, model)
         answers = _loads(client)
         client.close()
-    assert stats == EXPECTED_STATS["recorded"]
+    assert stats == EXPECTED_STATS
     _load_answers_match(answers)

@@ -111,12 +111,17 @@ def warm_up(version, instances: list, run) -> None:
                 log.debug("model '%s' instance %s is running warmup sample '%s' for iteration %d", version.name,
                           instance.instance.name, sample.name, iteration)
                 answers = _Answers(sample.batch_size)
-                requests = [InferRequest(version.name, dict(sample.inputs), version.version_str,
+                # The model's inputs are checked as a request's are; a sequence model's control and
+                # state inputs, which its sequence batcher would add, go to the model as given.
+                given = {k: t for k, t in sample.inputs.items() if k in version.inputs}
+                added = {k: t for k, t in sample.inputs.items() if k not in version.inputs}
+                requests = [InferRequest(version.name, dict(given), version.version_str,
                                          complete=answers.complete, stream=answers.stream)
                             for _ in range(sample.batch_size)]
                 try:
                     for request in requests:
                         version.prepare(request)
+                        request.inputs.update(added)
                 except ServeError as exc:
                     raise BackendLoadError(f"{INVALID}failed to run warmup sample '{sample.name}': "
                                            f"{exc.message}; ") from None
