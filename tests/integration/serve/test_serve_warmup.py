@@ -90,6 +90,17 @@ class TritonPythonModel:
 '''
 
 
+SILENT_PY = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            request.get_response_sender().send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
 def _io(extra: str = "") -> str:
     return ('input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] }' + extra + ' ]\n'
             'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]\n')
@@ -112,6 +123,8 @@ def repo(tmp_path_factory) -> Path:
     write_python_model(repo, "raising", "max_batch_size: 0\n" + _io() + one_sample % "zero_data: true", RAISING_PY)
     decoupled = "max_batch_size: 0\n" + _io() + "model_transaction_policy { decoupled: true }\n"
     write_python_model(repo, "decoupled", decoupled + one_sample % "zero_data: true", DECOUPLED_PY)
+    # L0_warmup's decoupled model: no response, the final flag alone
+    write_python_model(repo, "decoupled_silent", decoupled + one_sample % "zero_data: true", SILENT_PY)
     bad_file = write_python_model(repo, "decoupled_error", decoupled + one_sample % 'input_data_file: "minus.bin"',
                                   DECOUPLED_PY)
     (bad_file / "warmup").mkdir()
@@ -155,6 +168,7 @@ EXPECTED_LOADS = {
                "warmup sample 'w1': Failed to process the request(s) for model 'raising_0', message: "
                "TritonModelException: boom in execute",
     "decoupled": None,
+    "decoupled_silent": None,
     "decoupled_error": "load failed for model 'decoupled_error': version 1 is at UNAVAILABLE state: Invalid argument: "
                        "failed to run warmup sample 'w1': negative warmup; ",
     # a BYTES file is checked as a request's BYTES input is
