@@ -2,8 +2,8 @@
 
 A model is loaded only once its directory, its config file, its version directories and every
 file its config names (``default_model_filename``, ``cc_model_filenames``, output
-``label_filename``, warm-up ``input_data_file``, state ``initial_state`` data files, a Python
-model's ``EXECUTION_ENV_PATH``) resolve,
+``label_filename``, warm-up ``input_data_file``, state ``initial_state`` data files, the files a
+``checksum`` repository agent hashes, a Python model's ``EXECUTION_ENV_PATH``) resolve,
 symlinks followed, inside the model's directory, and the directory inside the repository. The
 check runs on the config as written (the file on disk, or the load API's ``config`` override)
 before anything named in it is read."""
@@ -70,6 +70,9 @@ def check_config(config, model_dir: Path) -> None:
               for w in config.model_warmup for key, i in w.inputs.items()]
     named += [(f"initial_state data_file of state '{s.input_name}'", i.data_file, model_dir / "initial_state")
               for s in config.sequence_batching.state for i in s.initial_state]
+    named += [(f"file of checksum '{key}'", key.partition(":")[2], model_dir)
+              for agent in config.model_repository_agents.agents if agent.name == "checksum"
+              for key in agent.parameters]
     for what, value, base in named:
         if value:
             _relative_name(value, what, name)

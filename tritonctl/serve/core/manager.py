@@ -21,6 +21,7 @@ from tritonctl.serve.core.errors import ServeError, invalid_arg, not_found, unav
 from tritonctl.serve.core.model import ModelVersion
 from tritonctl.serve.core.names import check_model_name, check_version
 from tritonctl.serve.core.rate_limiter import RateLimiter
+from tritonctl.serve.core.repo_agents import RepoAgentError, run_agents
 
 log = logging.getLogger("tritonctl.serve")
 
@@ -194,6 +195,11 @@ class ModelManager:
                 self._fail(entry, old, serving, [], unreadable=loaded.unreadable)
             config = loaded.config
             config.name = name
+            try:
+                run_agents(config, model_dir)
+            except RepoAgentError as exc:
+                entry.error = str(exc)
+                self._fail(entry, old, serving, [], unreadable=True)
             if config.platform == "ensemble":
                 self._load_steps(config)
             available = [v.version for v in version_dirs(model_dir) if v.version is not None and v.version >= 0]
