@@ -150,7 +150,7 @@ class ModelVersion:
         triples = instances_of(config)
         instances, slots = _create_limited(config, model_dir, version, triples, backends, host, rate_limiter)
         try:
-            model_version = cls(config, version, model_dir, instances, response_cache, _passive(instances, triples),
+            model_version = cls(config, version, model_dir, instances, response_cache, _passive_ids(instances, triples),
                                 rate_limiter, dict(zip(map(id, instances), slots)))
         except BaseException:
             if rate_limiter is not None:
@@ -215,7 +215,7 @@ class ModelVersion:
                 self._rate_limiter.unregister(slots)
             raise
         self._slots.update(zip(map(id, added), slots))
-        self._passive |= _passive(added, wanted)
+        self._passive |= _passive_ids(added, wanted)
         self.scheduler.add_instances(self._scheduled(added))
         removed = [instance for _, instance in spare]
         self.scheduler.remove_instances(self._scheduled(removed))
@@ -525,7 +525,7 @@ class ModelVersion:
             instance.close()
 
 
-def _passive(instances: list[ModelInstance], triples: list) -> frozenset[int]:
+def _passive_ids(instances: list[ModelInstance], triples: list) -> frozenset[int]:
     """id() of those of ``instances`` (made from ``triples``, ``instances_of``) whose group is passive."""
     return frozenset(id(instance) for instance, (_, _, group) in zip(instances, triples) if group.passive)
 
