@@ -118,6 +118,16 @@ RATE_LIMITER_RESOURCE = register(
         + IO
         + 'instance_group [ { kind: KIND_CPU rate_limiter { resources [ { name: "R" global: true count: 1 }, { name: "R" count: 2 } ] } } ]\n'
     ))
+ALL_PASSIVE = register(
+    "IG12", "every instance group is passive", "warning",
+    """
+    The instances of a passive group (passive: true) are created and initialized, but
+    the scheduler never gives them requests: they are for a model or backend that hands
+    work to them itself. When every group is passive the model takes no requests at all:
+    Triton 2.51 stopped with a segmentation fault on one, and `tritonctl serve` answers
+    each UNAVAILABLE. Leave at least one group active (drop passive: true from it).
+    """,
+    example=Example(H + IO + "instance_group [ { kind: KIND_CPU count: 2 passive: true } ]\n"))
 TF_GPU_ACCELERATOR_ON_CPU = register(
     "IG11", "GPU accelerator with CPU-only instances (TensorFlow)", "error",
     """
@@ -317,6 +327,14 @@ def _check_profiles(ctx, group, name: str, base: tuple) -> None:
         if match is None or int(match.group()) < 0 or not -(2**31) <= int(match.group()) < 2**31:
             ctx.report(BAD_PROFILE, f"instance group '{name}' has profile {profile!r}; profiles are non-negative "
                        "integers", base + ("profile", j), hint='write profile indices as strings: profile: ["0"]')
+
+
+@model_rule
+def check_passive_groups(ctx) -> None:
+    groups = ctx.config.instance_group
+    if groups and all(group.passive for group in groups):
+        ctx.report(ALL_PASSIVE, f"every instance group of model '{ctx.name}' is passive, so it takes no requests",
+                   ("instance_group", 0, "passive"), hint="drop passive: true from the group that should serve")
 
 
 @model_rule
