@@ -20,6 +20,7 @@ from helpers.serve_models import write_add_sub, write_onnx_only
 from tritonctl.analyzer.engine import free_ports
 from tritonctl.cli.errors import CliError
 from tritonctl.cli.tritonserver_flags import rewrite
+from tritonctl.serve.core.backend_config import BackendConfigError, parse_backend_config
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
 
 
@@ -130,3 +131,14 @@ def test_backend_config_refusals(tmp_path, value, message):
     process = subprocess.run([sys.executable, "-m", "tritonctl", "serve", str(tmp_path), f"--backend-config={value}"],
                              capture_output=True, text=True, timeout=60)
     assert process.returncode == 2 and message in process.stderr
+
+
+@given(st.text(alphabet=st.sampled_from("ab,=-1 default-max-batch-size"), max_size=30))
+def test_any_backend_config_value_is_taken_or_refused_in_words(text):
+    try:
+        config = parse_backend_config([text])
+    except BackendConfigError as exc:
+        assert "--backend-config" in str(exc)
+        return
+    (backend, setting, value), = config.settings
+    assert text == (f"{backend}," if backend else "") + f"{setting}={value}"

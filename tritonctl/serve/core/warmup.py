@@ -56,11 +56,17 @@ def samples(config, model_dir: Path) -> list[Sample]:
 
 
 def _tensor(key: str, value, model_dir: Path, batching: bool, model: str) -> InferTensor:
-    datatype = BY_NUMBER[value.data_type]
+    datatype = BY_NUMBER.get(value.data_type)
+    if datatype is None:
+        raise BackendLoadError(f"{INVALID}warmup setting for input '{key}' has no valid data_type")
     shape = ([1] if batching else []) + list(value.dims)
     count = math.prod(shape)
     source = value.WhichOneof("input_data_type")
-    raw = (model_dir / "warmup" / value.input_data_file).read_bytes() if source == "input_data_file" else None
+    try:
+        raw = (model_dir / "warmup" / value.input_data_file).read_bytes() if source == "input_data_file" else None
+    except OSError as exc:
+        raise BackendLoadError(f"{INVALID}failed to read warmup file {value.input_data_file} for input '{key}': "
+                               f"{exc.strerror}") from None
     if datatype.size == 0:  # BYTES: the file is checked as a request's input is, in Triton's words
         try:
             data = (deserialize_bytes(raw, count, key, model, request_id="") if raw is not None
@@ -102,7 +108,9 @@ class _Answers:
 
 def warm_up(version, instances: list, run) -> None:
     """Run ``version``'s warmup samples on each of ``instances``; ``run(instance, requests)``
-    executes one batch on one instance. BackendLoadError at the first sample that fails."""
+    executes one batch on one instance. BackendLoadError at the first sample that fails. Each
+    execution is waited for until every request has its final response, as Triton waits (a
+    decoupled model that never sends the final flag holds its load)."""
     if not version.config.model_warmup:
         return
     for instance in instances:
