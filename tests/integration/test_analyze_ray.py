@@ -34,8 +34,17 @@ def cluster():
 
     previous = os.environ.get(LOOPBACK)
     os.environ[LOOPBACK] = "0"
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    for attempt in (1, 2):
+        # Ray waits 30 s for each node's raylet to register with its GCS; late in the suite, on
+        # two loaded cores, a start can miss that (Ray's "timed out during startup"): once more.
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+        try:
+            workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+            break
+        except Exception as exc:
+            cluster.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(exc):
+                raise
     try:
         yield cluster, workers
     finally:
