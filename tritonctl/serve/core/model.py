@@ -313,15 +313,15 @@ class ModelVersion:
     def _run_batch(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool = False) -> None:
         """Run ``batch`` on ``instance``, once the rate limiter (when the server has one) lets it.
         (The dynamic batcher's batches, ``fresh_only``, passed its gate before they were taken.)"""
-        slot = self._slots.get(id(instance)) if self._slots and not fresh_only else None
-        if slot is None:
+        gate = self._gate(instance) if self._slots and not fresh_only else None
+        if gate is None:
             self._execute(instance, batch, fresh_only)
             return
-        self._rate_limiter.acquire(slot)
+        gate.acquire()
         try:
             self._execute(instance, batch, fresh_only)
         finally:
-            self._rate_limiter.release(slot)
+            gate.release()
 
     def _execute(self, instance: ModelInstance, batch: list[InferRequest], fresh_only: bool) -> None:
         if isinstance(instance, RequestBackend):

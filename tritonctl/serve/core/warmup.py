@@ -115,14 +115,14 @@ def warm_up(version, instances: list, run) -> None:
         return
     for instance in instances:
         for sample in samples(version.config, version.model_dir):  # made anew for each instance, as in Triton
+            # The model's inputs are checked as a request's are; a sequence model's control and
+            # state inputs, which its sequence batcher would add, go to the model as given.
+            given = {k: t for k, t in sample.inputs.items() if k in version.inputs}
+            added = {k: t for k, t in sample.inputs.items() if k not in version.inputs}
             for iteration in range(1, sample.iterations + 1):
                 log.debug("model '%s' instance %s is running warmup sample '%s' for iteration %d", version.name,
                           instance.instance.name, sample.name, iteration)
                 answers = _Answers(sample.batch_size)
-                # The model's inputs are checked as a request's are; a sequence model's control and
-                # state inputs, which its sequence batcher would add, go to the model as given.
-                given = {k: t for k, t in sample.inputs.items() if k in version.inputs}
-                added = {k: t for k, t in sample.inputs.items() if k not in version.inputs}
                 requests = [InferRequest(version.name, dict(given), version.version_str,
                                          complete=answers.complete, stream=answers.stream)
                             for _ in range(sample.batch_size)]
