@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks that need an NVIDIA GPU, in one command, for a machine that has one (CI has none):
 #   1. the tests of the GPU paths (the `gpu` marker) and of the code around them, every skip
-#      with its reason: PyTorch KIND_GPU instances, CUDA shared memory, TensorRT plans (where
-#      tensorrt is installed), GPU counts in validate, generate and analyze;
+#      with its reason: PyTorch KIND_GPU instances, CUDA shared memory, Python models' tensors in
+#      GPU memory, TensorRT plans (where tensorrt is installed), GPU counts in validate, generate
+#      and analyze;
 #   2. benchmarks/bench_torch.py (2 runs) with KIND_GPU instances against torch on the same GPU, then
 #      with CPU instances against torch on the same CPUs.
 #
@@ -10,7 +11,7 @@
 #
 # PYTHON picks the interpreter (default python3); it needs the project's dependencies and the
 # `torch` extra with a CUDA build of torch. Each step has its own time limit (GPU_CHECKS_*_S);
-# GPU_CHECKS_BENCH_DEVICES picks the benchmark runs (default "cuda cpu").
+# GPU_CHECKS_BENCH_DEVICES picks the benchmark runs (default "cuda cpu"; empty: none).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-gpu-checks}"
@@ -25,6 +26,9 @@ print("onnxruntime", ort.__version__, ort.get_available_providers())'
 
 timeout "${GPU_CHECKS_TESTS_S:-300}" "$py" -m pytest -p no:cacheprovider -q -rs --junitxml "$out/junit.xml" \
   tests/unit/serve/test_pytorch_backend.py \
+  tests/unit/serve/test_pb_utils_dlpack.py \
+  tests/integration/serve/test_serve_python_dlpack.py \
+  tests/integration/serve/test_serve_rate_limiter.py::test_gpu_instances_share_their_devices_resources \
   tests/integration/serve/test_serve_pytorch.py \
   tests/integration/serve/test_serve_shm.py \
   tests/integration/serve/test_serve_tensorrt.py \
@@ -41,7 +45,7 @@ tests_status=${PIPESTATUS[0]}
 bench() {
   timeout "${GPU_CHECKS_BENCH_S:-240}" "$py" benchmarks/bench_torch.py --hidden 4096 --concurrency 64 --runs 2 "$@"
 }
-for device in ${GPU_CHECKS_BENCH_DEVICES:-cuda cpu}; do
+for device in ${GPU_CHECKS_BENCH_DEVICES-cuda cpu}; do
   bench --device "$device" 2>&1 | tee "$out/bench_torch_$device.txt"
 done
 exit "$tests_status"

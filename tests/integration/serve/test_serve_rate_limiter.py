@@ -367,3 +367,23 @@ def test_refusals_and_turns_match_triton(repo, tmp_path):
                        f"load failed for model '{model}': version 1 is at UNAVAILABLE state: Invalid argument: "
                        f"{expected}" for model, expected in LOADS]
     assert not _overlap(first, second) and 1.6 <= len(first) / len(second) <= 2.5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("resources, at_once", [([], False), (["R:2:0"], True)])
+def test_gpu_instances_share_their_devices_resources(tmp_path, resources, at_once):
+    """Two KIND_GPU instances on GPU 0 asking for the per-device resource R: by default (the most any
+    instance asks for, 1 on each device) they take turns; with R:2 on device 0 both run at once."""
+    from tritonctl.repo_schema.gpus import local_gpus
+
+    if local_gpus().count == 0:
+        pytest.skip("needs a GPU that the driver shows (nvidia-smi)")
+    (tmp_path / "logs").mkdir()
+    config = _model_config([], tmp_path / "logs" / "on_gpu").replace(
+        "instance_group [  ]", 'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] '
+                               'rate_limiter { resources [ { name: "R" count: 1 } ] } } ]')
+    write_python_model(tmp_path / "repo", "on_gpu", config, TIMED_PY)
+    with _serve(tmp_path / "repo", resources) as server:
+        httpclient.InferenceServerClient(server.http_url).load_model("on_gpu")
+        _load(server.grpc_url, ["on_gpu"], seconds=1.0, in_flight=8)
+    assert _self_overlap(_runs(tmp_path / "repo", "on_gpu")) is at_once

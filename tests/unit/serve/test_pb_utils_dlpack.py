@@ -53,3 +53,83 @@ def test_what_from_dlpack_cannot_take_is_refused_with_a_model_exception(bad, tex
 def test_strings_do_not_go_through_dlpack():
     with pytest.raises(pb_utils.TritonModelException, match="tensor 's' is TYPE_STRING, which DLPack cannot carry"):
         pb_utils.Tensor("s", np.array([b"a"], dtype=object)).to_dlpack()
+
+
+# ---- capsules read in place --------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from tritonctl.serve.stub import dlpack  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.float16, np.int64, np.uint8, np.bool_]))
+def test_a_capsule_read_in_place_says_what_numpy_says_of_its_array(shape, data, dtype):
+    array = np.zeros(shape, dtype)
+    axes = data.draw(st.permutations(range(len(shape))))
+    steps = [data.draw(st.integers(1, 2)) for _ in shape]
+    array = array.transpose(axes)[tuple(slice(None, None, step) for step in steps)]
+    view = dlpack.read_capsule(array.__dlpack__())
+    assert view.shape == array.shape and view.dtype == array.dtype and view.device == (dlpack.CPU, 0)
+    assert view.pointer == array.__array_interface__["data"][0]
+    assert view.c_contiguous == array.flags.c_contiguous
+
+
+def test_a_consumed_capsule_is_refused():
+    capsule = np.arange(3).__dlpack__()
+    torch.from_dlpack(capsule)
+    with pytest.raises(pb_utils.TritonModelException, match="consumed already"):
+        pb_utils.Tensor.from_dlpack("y", capsule)
+
+
+class _OtherDevice:
+    """A tensor on a device Triton's Python backend has no memory type for (kDLOpenCL)."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("not asked for: the device is refused first")
+
+    def __dlpack_device__(self):
+        return (4, 0)
+
+
+def test_a_device_other_than_cpu_or_cuda_is_refused_in_tritons_words():
+    with pytest.raises(pb_utils.TritonModelException, match=r"^DLDevice type 4 is not support by Python backend\.$"):
+        pb_utils.Tensor.from_dlpack("y", _OtherDevice())
+
+
+# ---- GPU memory: stays on the device inside the model, copied to the host where it leaves -------
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device and a CUDA build of torch")
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("source", ["capsule", "object"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_a_cuda_tensor_stays_on_its_device(source, dtype):
+    made = (torch.arange(12, device="cuda").reshape(3, 4) % 3).to(dtype)
+    tensor = pb_utils.Tensor.from_dlpack("y", to_dlpack(made) if source == "capsule" else made)
+    assert not tensor.is_cpu() and tensor.shape() == [3, 4] and tensor.__dlpack_device__() == (2, 0)
+    assert tensor.triton_dtype() == pb_utils.numpy_to_triton_type(made.cpu().numpy().dtype)
+    with pytest.raises(pb_utils.TritonModelException, match=r"^Tensor is stored in GPU and cannot be converted to "
+                                                            r"NumPy\.$"):
+        tensor.as_numpy()
+    np.testing.assert_array_equal(tensor._host_numpy("output"), made.cpu().numpy())
+    shared = torch.from_dlpack(tensor.to_dlpack())
+    assert shared.is_cuda and shared.data_ptr() == made.data_ptr()
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_cuda_tensor_is_copied_after_the_work_queued_on_it():
+    made = torch.zeros(1 << 22, device="cuda")
+    for _ in range(20):  # long enough on the device that a copy not waiting for it would see zeros
+        made.add_(1)
+    tensor = pb_utils.Tensor.from_dlpack("y", made)
+    assert np.all(tensor._host_numpy("output") == 20)
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_strided_cuda_tensor_is_refused_as_on_cpu():
+    with pytest.raises(pb_utils.TritonModelException, match="DLPack tensor is not contiguous"):
+        pb_utils.Tensor.from_dlpack("y", torch.ones(4, 6, device="cuda")[::2])

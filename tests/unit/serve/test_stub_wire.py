@@ -130,4 +130,5 @@ def test_the_stub_imports_only_the_standard_library_and_numpy():
     assert set(ours.rstrip("]").replace("'", "").split(", ")) == {
         "tritonctl", "tritonctl.serve", "tritonctl.serve.stub", "tritonctl.serve.stub.wire",
         "tritonctl.serve.stub.errors", "tritonctl.serve.stub.main", "tritonctl.repo_schema", "tritonctl.repo_schema.datatypes",
-        "tritonctl.repo_schema.pb_config", "tritonctl.serve.stub.readiness"}
+        "tritonctl.repo_schema.pb_config", "tritonctl.serve.stub.readiness", "tritonctl.serve.stub.dlpack",
+        "tritonctl.optional"}

@@ -174,7 +174,7 @@ def _as_bytes(data: np.ndarray) -> np.ndarray:
 
 
 def _input(tensor: pb_utils.Tensor, model_name: str) -> InferTensor:
-    data = tensor.as_numpy()
+    data = tensor._host_numpy("BLS input")
     if data.dtype.kind in "OSU":
         return InferTensor(tensor.name(), "BYTES", _as_bytes(data))
     datatype = DATATYPE_OF_NUMPY.get(data.dtype)

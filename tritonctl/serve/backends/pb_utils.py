@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 # The config API and the error types are shared with `validate` (which runs auto_complete_config).
+from tritonctl.optional import unavailable
 from tritonctl.repo_schema.datatypes import BY_CONFIG, DATATYPES
+from tritonctl.serve.stub import dlpack
 from tritonctl.serve.stub.wire import serialize_bytes
 from tritonctl.repo_schema.pb_config import (  # noqa: F401 - part of the module's API
     ModelConfig,
@@ -121,24 +123,27 @@ class Logger:
         cls._log.debug("%s", _typed(message, str, "log_verbose()", "message"), stacklevel=2)
 
 
-_DLPACK_CPU = 1  # DLPack's kDLCPU
 EMPTY_TENSOR_NAME = "Tensor name cannot be an empty string."
-# Triton's text, spaces and all (a line continuation inside its C++ string literal).
+# Triton's texts (pb_tensor.cc), spaces and all (a line continuation inside a C++ string literal).
 NOT_DLPACK = ("Provided tensor is not supported. Tensor must be a DLPack capsule         or have `__dlpack__` and "
               "`__dlpack_device__` attributes")
+ON_GPU = "Tensor is stored in GPU and cannot be converted to NumPy."
+NOT_CONTIGUOUS = ("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are "
+                  "supported.")
 
 
 class _Capsule:
     """A bare DLPack capsule as numpy's ``from_dlpack`` takes it: an object with ``__dlpack__``."""
 
-    def __init__(self, capsule):
+    def __init__(self, capsule, device: tuple[int, int]):
         self._capsule = capsule
+        self._device = device
 
     def __dlpack__(self, stream=None, **_options):
         return self._capsule
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (_DLPACK_CPU, 0)  # a capsule of another device is refused by numpy when it reads it
+        return self._device
 
 
 class _TensorMemory:
@@ -151,8 +156,22 @@ class _TensorMemory:
         self.__array_interface__ = self.data.__array_interface__
 
 
+class _GpuMemory:
+    """A tensor's GPU memory: where it is (``view``), and what keeps it alive: the capsule it was
+    read from and, when the model gave one, the framework's tensor, which shares it again."""
+
+    def __init__(self, view: dlpack.DLView, capsule, source=None):
+        self.view, self.capsule, self.source = view, capsule, source
+
+    def export(self, stream):
+        if self.source is not None:
+            return self.source.__dlpack__(stream=stream)
+        return self.capsule  # a bare capsule can be consumed once, as the model's own capsule could
+
+
 class Tensor:
-    """A named tensor holding a numpy array (CPU memory)."""
+    """A named tensor: a numpy array (CPU memory), or GPU memory shared through DLPack
+    (``from_dlpack`` of a CUDA tensor), copied to host memory only when it leaves the model."""
 
     def __init__(self, name: str, data):
         _typed(name, str, "Tensor()", "name")
@@ -166,31 +185,55 @@ class Tensor:
             array = array.astype(object)
         self._name = name
         self._data = array
+        self._gpu: _GpuMemory | None = None
+
+    @classmethod
+    def _in_gpu_memory(cls, name: str, memory: _GpuMemory) -> "Tensor":
+        tensor = cls.__new__(cls)
+        tensor._name, tensor._data, tensor._gpu = name, None, memory
+        return tensor
 
     def name(self) -> str:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
+        if self._gpu is not None:
+            raise TritonModelException(ON_GPU)
         return self._data
 
     def shape(self) -> list[int]:
-        return list(self._data.shape)
+        return list(self._gpu.view.shape if self._gpu is not None else self._data.shape)
 
     def is_cpu(self) -> bool:
-        return True
+        return self._gpu is None
 
     def triton_dtype(self) -> int | None:
         """The tensor's data type as Triton's enum number (TYPE_FP32 -> 11, TYPE_STRING -> 13)."""
-        return numpy_to_triton_type(self._data.dtype)
+        if self._gpu is not None and self._gpu.view.dtype is None:
+            return BY_CONFIG["TYPE_BF16"].number
+        return numpy_to_triton_type(self._gpu.view.dtype if self._gpu is not None else self._data.dtype)
 
-    # ---- DLPack (CPU memory): Triton's interoperability with torch, cupy, jax ... ----------------
+    def _host_numpy(self, needed_by: str) -> np.ndarray:
+        """The tensor's data in host memory, where it leaves the model (``needed_by`` says where)."""
+        if self._gpu is None:
+            return self._data
+        try:
+            return dlpack.copy_to_host(self._gpu.view, f"{needed_by} '{self._name}' in GPU memory")
+        except dlpack.DLPackError as exc:
+            raise TritonModelException(str(exc)) from None
+
+    # ---- DLPack: Triton's interoperability with torch, cupy, jax ... -------------------------------
     def to_dlpack(self):
         """A DLPack capsule sharing this tensor's memory, for ``torch.utils.dlpack.from_dlpack``. As
         in Triton, the capsule holds a reference to this tensor until it is consumed or dropped."""
+        if self._gpu is not None:
+            return self._gpu.export(None)
         self.__dlpack__()  # the checks, and a writeable copy of read-only data
         return np.asarray(_TensorMemory(self)).__dlpack__()
 
     def __dlpack__(self, stream=None, **_options):
+        if self._gpu is not None:
+            return self._gpu.export(stream)
         if self._data.dtype == object:
             raise TritonModelException(f"tensor '{self._name}' is TYPE_STRING, which DLPack cannot carry")
         if not self._data.flags.writeable:  # DLPack cannot say read-only: share a copy from now on
@@ -201,35 +244,57 @@ class Tensor:
             raise TritonModelException(f"tensor '{self._name}' cannot be shared through DLPack: {exc}") from None
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (_DLPACK_CPU, 0)
+        return self._gpu.view.device if self._gpu is not None else (dlpack.CPU, 0)
 
     @staticmethod
-    def from_dlpack(name: str, dlpack) -> "Tensor":
-        """A tensor sharing the memory of ``dlpack``: a DLPack capsule, or an object with
-        ``__dlpack__`` and ``__dlpack_device__`` (a torch tensor, say). CPU memory in C order only,
-        as in Triton."""
+    def from_dlpack(name: str, dlpack_tensor) -> "Tensor":
+        """A tensor sharing the memory of ``dlpack_tensor``: a DLPack capsule, or an object with
+        ``__dlpack__`` and ``__dlpack_device__`` (a torch tensor, say), in CPU or CUDA memory, in C
+        order, as in Triton."""
         _typed(name, str, "from_dlpack()", "name")
         if not name:
             raise TritonModelException(EMPTY_TENSOR_NAME)
-        if hasattr(dlpack, "__dlpack__") and hasattr(dlpack, "__dlpack_device__"):
-            source = dlpack
-        elif type(dlpack).__name__ == "PyCapsule":
-            source = _Capsule(dlpack)
-        else:
-            raise TritonModelException(NOT_DLPACK)
+        try:
+            if hasattr(dlpack_tensor, "__dlpack__") and hasattr(dlpack_tensor, "__dlpack_device__"):
+                source, device = dlpack_tensor, tuple(dlpack_tensor.__dlpack_device__())
+                if device[0] == dlpack.CUDA:  # the producer's work ordered before ours, as Triton's proxy stream
+                    return _gpu_tensor(name, dlpack_tensor.__dlpack__(stream=dlpack.LEGACY_DEFAULT_STREAM),
+                                       dlpack_tensor)
+            elif type(dlpack_tensor).__name__ == "PyCapsule":
+                device = dlpack.read_capsule(dlpack_tensor).device
+                if device[0] == dlpack.CUDA:
+                    return _gpu_tensor(name, dlpack_tensor)
+                source = _Capsule(dlpack_tensor, device)
+            else:
+                raise TritonModelException(NOT_DLPACK)
+        except dlpack.DLPackError as exc:
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}") from None
+        if device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
+            raise TritonModelException(f"DLDevice type {device[0]} is not support by Python backend.")
         try:
             array = np.from_dlpack(source)
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            where = " (tensors in GPU memory are not served here: move it to the CPU first)" \
-                if "device" in str(exc).lower() else ""
-            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}{where}") from None
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}") from None
         if not array.flags.c_contiguous:
-            raise TritonModelException("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are "
-                                       "stored in C-Order are supported.")
+            raise TritonModelException(NOT_CONTIGUOUS)
         return Tensor(name, array)
 
     def __repr__(self) -> str:
+        if self._gpu is not None:
+            return f"Tensor({self._name!r}, shape={self.shape()}, device=cuda:{self._gpu.view.device[1]})"
         return f"Tensor({self._name!r}, shape={self.shape()}, dtype={self._data.dtype})"
+
+
+def _gpu_tensor(name: str, capsule, source=None) -> Tensor:
+    """A tensor in CUDA memory, read from ``capsule`` (which ``source`` made, when not None)."""
+    view = dlpack.read_capsule(capsule)
+    if not view.c_contiguous:
+        raise TritonModelException(NOT_CONTIGUOUS)
+    reason = unavailable("cuda.bindings.runtime")
+    if reason is not None:
+        raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): the tensor is in GPU memory, which "
+                                   f"this server reads with cuda-python: {reason}")
+    return Tensor._in_gpu_memory(name, _GpuMemory(view, capsule, source))
 
 
 class InferenceTrace:

@@ -305,7 +305,10 @@ class PythonBackend(RequestBackend):
             if not isinstance(tensor, pb_utils.Tensor):
                 return internal(f"python model '{self.config.name}' put a {type(tensor).__name__} among a "
                                 "response's output tensors; use pb_utils.Tensor(name, numpy_array)")
-            produced[tensor.name()] = tensor.as_numpy()
+            try:
+                produced[tensor.name()] = tensor._host_numpy("output")
+            except pb_utils.TritonModelException as exc:
+                return internal(str(exc))
         parameters = response._parameter_values
         return ModelOutputs(produced, parameters) if parameters else produced
 

@@ -54,7 +54,7 @@ HOLDS = contextvars.ContextVar("tritonctl_stub_holds", default=False)
 
 
 def load_pb_utils():
-    """tritonctl's pb_utils module (numpy and two standard-library-only tritonctl modules), as
+    """tritonctl's pb_utils module (numpy and standard-library-only tritonctl modules), as
     ``triton_python_backend_utils``, with the parts that talk to the server replaced."""
     spec = importlib.util.spec_from_file_location(PB_UTILS_NAME, _PB_UTILS_FILE)
     module = importlib.util.module_from_spec(spec)
@@ -141,7 +141,10 @@ def encode_response(response) -> tuple[dict, list | None]:
     for tensor in response.output_tensors():
         if not isinstance(tensor, pb_utils.Tensor):
             return {"bad_tensor": type(tensor).__name__}, None
-        tensors.append((tensor.name(), tensor.as_numpy()))
+        try:
+            tensors.append((tensor.name(), tensor._host_numpy("output")))
+        except pb_utils.TritonModelException as exc:  # a GPU tensor that could not be copied
+            return {"error": {"message": str(exc), "code": pb_utils.TritonError.INTERNAL}}, None
     item = {"outputs": True}
     if response._parameter_values is not None:
         item["parameters"] = response._parameter_values
@@ -208,7 +211,7 @@ class _Senders:
 
 # ---- BLS ----------------------------------------------------------------------------------------
 def _bls_message(request, decoupled: bool) -> tuple[dict, str | None]:
-    metas, path = wire.pack([(t.name(), t.as_numpy()) for t in request.inputs()], STUB.prefix)
+    metas, path = wire.pack([(t.name(), t._host_numpy("BLS input")) for t in request.inputs()], STUB.prefix)
     return {"what": "bls", "decoupled": decoupled, "holds": HOLDS.get(), "request": {
         "model_name": request.model_name(), "model_version": request.model_version(), "id": request.request_id(),
         "correlation_id": request.correlation_id(), "flags": request.flags(), "timeout": request.timeout(),
