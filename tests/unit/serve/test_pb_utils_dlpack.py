@@ -51,7 +51,7 @@ def test_what_from_dlpack_cannot_take_is_refused_with_a_model_exception(bad, tex
 
 
 def test_strings_do_not_go_through_dlpack():
-    with pytest.raises(pb_utils.TritonModelException, match="tensor 's' is TYPE_STRING, which DLPack cannot carry"):
+    with pytest.raises(pb_utils.TritonModelException, match=r"^DLPack does not have support for string tensors\.$"):
         pb_utils.Tensor("s", np.array([b"a"], dtype=object)).to_dlpack()
 
 
@@ -122,10 +122,46 @@ def test_a_cuda_tensor_stays_on_its_device(source, dtype):
 @cuda
 def test_a_cuda_tensor_is_copied_after_the_work_queued_on_it():
     made = torch.zeros(1 << 22, device="cuda")
-    for _ in range(20):  # long enough on the device that a copy not waiting for it would see zeros
+    tensor = pb_utils.Tensor.from_dlpack("y", to_dlpack(made))
+    for _ in range(20):  # long enough on the device that a copy not waiting for it would see less
         made.add_(1)
-    tensor = pb_utils.Tensor.from_dlpack("y", made)
     assert np.all(tensor._host_numpy("output") == 20)
+
+
+@pytest.mark.gpu
+@cuda
+def test_from_dlpack_returns_once_a_side_streams_work_is_done():
+    """After qa/python_models/dlpack_test's test_cuda_multi_stream: the tensor written on a stream
+    of its own while a long product runs there holds the result when from_dlpack returns."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        product = torch.randn(2048, 2048, device="cuda")
+        for _ in range(50):
+            product = product @ product / 64
+        made = torch.zeros(4, device="cuda") + 2
+    for source in (made, to_dlpack(made)):
+        tensor = pb_utils.Tensor.from_dlpack("y", source)
+        assert side.query()  # nothing left to run on the side stream
+        assert torch.equal(from_dlpack(tensor.to_dlpack()), torch.full((4,), 2.0, device="cuda"))
+    assert tensor.__dlpack_device__() == made.__dlpack_device__()
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_cupy_array_on_a_non_blocking_stream():
+    """After dlpack_test's test_cuda_non_blocking_multi_stream, with cupy where it is installed."""
+    cp = pytest.importorskip("cupy")
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        product = cp.random.rand(2048, 2048)
+        for _ in range(50):
+            product = product @ product / 2048
+        made = cp.zeros(4) + 2
+    tensor = pb_utils.Tensor.from_dlpack("y", made)
+    assert stream.done and not tensor.is_cpu()
+    assert cp.array_equal(cp.from_dlpack(tensor), cp.full(4, 2.0))
+    assert tensor.__dlpack_device__() == made.__dlpack_device__()
+    np.testing.assert_array_equal(tensor._host_numpy("output"), np.full(4, 2.0))
 
 
 @pytest.mark.gpu

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 # The config API and the error types are shared with `validate` (which runs auto_complete_config).
-from tritonctl.optional import unavailable
 from tritonctl.repo_schema.datatypes import BY_CONFIG, DATATYPES
 from tritonctl.serve.stub import dlpack
 from tritonctl.serve.stub.wire import serialize_bytes
@@ -128,6 +127,7 @@ EMPTY_TENSOR_NAME = "Tensor name cannot be an empty string."
 NOT_DLPACK = ("Provided tensor is not supported. Tensor must be a DLPack capsule         or have `__dlpack__` and "
               "`__dlpack_device__` attributes")
 ON_GPU = "Tensor is stored in GPU and cannot be converted to NumPy."
+NO_STRINGS = "DLPack does not have support for string tensors."
 NOT_CONTIGUOUS = ("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are "
                   "supported.")
 
@@ -235,7 +235,7 @@ class Tensor:
         if self._gpu is not None:
             return self._gpu.export(stream)
         if self._data.dtype == object:
-            raise TritonModelException(f"tensor '{self._name}' is TYPE_STRING, which DLPack cannot carry")
+            raise TritonModelException(NO_STRINGS)
         if not self._data.flags.writeable:  # DLPack cannot say read-only: share a copy from now on
             self._data = self._data.copy()
         try:
@@ -257,7 +257,7 @@ class Tensor:
         try:
             if hasattr(dlpack_tensor, "__dlpack__") and hasattr(dlpack_tensor, "__dlpack_device__"):
                 source, device = dlpack_tensor, tuple(dlpack_tensor.__dlpack_device__())
-                if device[0] == dlpack.CUDA:  # the producer's work ordered before ours, as Triton's proxy stream
+                if device[0] == dlpack.CUDA:
                     return _gpu_tensor(name, dlpack_tensor.__dlpack__(stream=dlpack.LEGACY_DEFAULT_STREAM),
                                        dlpack_tensor)
             elif type(dlpack_tensor).__name__ == "PyCapsule":
@@ -286,14 +286,13 @@ class Tensor:
 
 
 def _gpu_tensor(name: str, capsule, source=None) -> Tensor:
-    """A tensor in CUDA memory, read from ``capsule`` (which ``source`` made, when not None)."""
+    """A tensor in CUDA memory, read from ``capsule`` (which ``source`` made, when not None), once
+    the work queued on its device is done, as Triton's from_dlpack returns (whatever stream the
+    framework wrote it on)."""
     view = dlpack.read_capsule(capsule)
     if not view.c_contiguous:
         raise TritonModelException(NOT_CONTIGUOUS)
-    reason = unavailable("cuda.bindings.runtime")
-    if reason is not None:
-        raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): the tensor is in GPU memory, which "
-                                   f"this server reads with cuda-python: {reason}")
+    dlpack.synchronize(view.device[1], "a Python model's tensor in GPU memory")
     return Tensor._in_gpu_memory(name, _GpuMemory(view, capsule, source))
 
 

@@ -1,7 +1,8 @@
 """Python models' tensors in GPU memory: ``pb_utils.Tensor.from_dlpack`` of a CUDA tensor (a
 torch or cupy tensor, or the capsule ``torch.utils.dlpack.to_dlpack`` makes) stays on its device,
 as in Triton's python_backend, and is copied to host memory (cuda-python's ``cudaMemcpy``) only
-where it leaves the model: a response's output, a BLS request's input.
+where it leaves the model: a response's output, a BLS request's input. Both wait for the work
+queued on the device (``cudaDeviceSynchronize``), whatever stream the framework used.
 
 A DLPack capsule is read in place through ctypes (``DLManagedTensor`` begins with its
 ``DLTensor``), without consuming it: the capsule, kept by the tensor, keeps the memory alive.
@@ -10,6 +11,7 @@ A DLPack capsule is read in place through ctypes (``DLManagedTensor`` begins wit
 from __future__ import annotations
 
 import ctypes
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,20 +114,51 @@ def _unsupported(code: int, bits: int):
     raise DLPackError(f"DLPack data type (code {code}, {bits} bits) has no Triton data type")
 
 
+def synchronize(device_id: int, needed_by: str) -> None:
+    """Wait for the work queued on the device, on any stream: what a framework wrote there is in
+    memory once this returns."""
+    runtime = _runtime(needed_by)
+    with _on_device(runtime, device_id, needed_by):
+        _call(runtime, needed_by, "cudaDeviceSynchronize")
+
+
 def copy_to_host(view: DLView, needed_by: str) -> np.ndarray:
-    """The GPU tensor ``view`` describes, copied into a new numpy array. Work the producer had
-    queued on CUDA's legacy default stream (where ``__dlpack__(stream=1)`` puts it) is done first:
-    cudaMemcpy waits for that stream."""
+    """The GPU tensor ``view`` describes, copied into a new numpy array once the work queued on its
+    device is done."""
     if view.dtype is None:
         raise DLPackError("a BF16 tensor in GPU memory cannot leave a Python model here: numpy has no bfloat16")
+    runtime = _runtime(needed_by)
+    host = np.empty(view.shape, view.dtype)
+    if host.nbytes:
+        with _on_device(runtime, view.device[1], needed_by):
+            _call(runtime, needed_by, "cudaDeviceSynchronize")
+            _call(runtime, needed_by, "cudaMemcpy", host.ctypes.data, view.pointer, host.nbytes,
+                  runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost)
+    return host
+
+
+def _runtime(needed_by: str):
     try:
-        runtime = require("cuda.bindings.runtime", needed_by)
+        return require("cuda.bindings.runtime", needed_by)
     except MissingDependency as exc:
         raise DLPackError(str(exc)) from None
-    host = np.empty(view.shape, view.dtype)
-    if host.nbytes:  # cudaMemcpyDefault: the pointers say the direction (unified addressing), on any device
-        error = runtime.cudaMemcpy(host.ctypes.data, view.pointer, host.nbytes,
-                                   runtime.cudaMemcpyKind.cudaMemcpyDefault)[0]
-        if error != runtime.cudaError_t.cudaSuccess:
-            raise DLPackError(f"cudaMemcpy failed for {needed_by}: {runtime.cudaGetErrorString(error)[1].decode()}")
-    return host
+
+
+def _call(runtime, needed_by: str, function: str, *args):
+    result = getattr(runtime, function)(*args)
+    if result[0] != runtime.cudaError_t.cudaSuccess:
+        raise DLPackError(f"{function} failed for {needed_by}: {runtime.cudaGetErrorString(result[0])[1].decode()}")
+    return result[1] if len(result) > 1 else None
+
+
+@contextmanager
+def _on_device(runtime, device_id: int, needed_by: str):
+    """The calling thread's current CUDA device is ``device_id`` inside, and what it was after."""
+    before = _call(runtime, needed_by, "cudaGetDevice")
+    if before != device_id:
+        _call(runtime, needed_by, "cudaSetDevice", device_id)
+    try:
+        yield
+    finally:
+        if before != device_id:
+            _call(runtime, needed_by, "cudaSetDevice", before)
