@@ -3,7 +3,7 @@
 #   1. the tests of the GPU paths (the `gpu` marker) and of the code around them, every skip
 #      with its reason: PyTorch KIND_GPU instances, CUDA shared memory, Python models' tensors in
 #      GPU memory, TensorRT plans (where tensorrt is installed), GPU counts in validate, generate
-#      and analyze;
+#      and analyze, analyze tuning a TorchScript model on KIND_GPU instances;
 #   2. benchmarks/bench_torch.py (2 runs) with KIND_GPU instances against torch on the same GPU, then
 #      with CPU instances against torch on the same CPUs.
 #
@@ -30,10 +30,12 @@ timeout "${GPU_CHECKS_TESTS_S:-300}" "$py" -m pytest -p no:cacheprovider -q -rs 
   tests/integration/serve/test_serve_python_dlpack.py \
   tests/integration/serve/test_serve_rate_limiter.py::test_gpu_instances_share_their_devices_resources \
   tests/integration/serve/test_serve_pytorch.py \
+  tests/integration/serve/test_serve_pytorch_qa.py \
   tests/integration/serve/test_serve_shm.py \
   tests/integration/serve/test_serve_tensorrt.py \
   tests/integration/serve/test_serve_startup_log.py \
   tests/integration/test_build_plan.py \
+  tests/integration/test_analyze_gpu.py \
   tests/unit/test_layout_and_model_code.py \
   tests/unit/test_validate_lone_configs.py \
   tests/unit/rules/test_platform_rules.py \

@@ -73,12 +73,13 @@ class DiffModule(torch.nn.Module):
 
 
 class MultiDevice(torch.nn.Module):
-    """qa/L0_libtorch_instance_group_kind_model/gen_models.py's TestModel, its layers on the CPU."""
+    """qa/L0_libtorch_instance_group_kind_model/gen_models.py's TestModel, its layers on the CPU
+    (or on the devices given)."""
 
-    def __init__(self):
+    def __init__(self, sum_device: str = "cpu", diff_device: str = "cpu"):
         super().__init__()
-        self.layer1 = SumModule("cpu")
-        self.layer2 = DiffModule("cpu")
+        self.layer1 = SumModule(sum_device)
+        self.layer2 = DiffModule(diff_device)
 
     def forward(self, INPUT0, INPUT1):  # noqa: N803
         return self.layer1(INPUT0, INPUT1), self.layer2(INPUT0, INPUT1)
@@ -273,3 +274,26 @@ def test_weight_sharing_on_a_gpu(tmp_path, caplog):
         result = httpclient.InferenceServerClient(server.http_url).infer("shared", [tensor])
         np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), data)
     assert caplog.text.count("Reusing TorchScript model for instance 'shared'") == 15
+
+
+@pytest.mark.gpu
+def test_a_kind_model_instance_whose_layers_are_on_the_gpu(tmp_path, capfd):
+    """L0_libtorch_instance_group_kind_model on one GPU: the sum on cuda:0, the difference on the
+    CPU; the instance is KIND_MODEL, its inputs reach forward() on the CPU and the outputs come
+    back from both devices."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device and a CUDA build of torch")
+    repo = tmp_path / "repo"
+    _entry(repo, "split", {1: MultiDevice("cuda:0", "cpu")}, MULTI_DEVICE)
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0)) as server:
+        input0 = np.arange(16, dtype=np.float32)[None]
+        input1 = np.arange(32, 48, dtype=np.float32)[None]
+        inputs = [grpcclient.InferInput(name, [1, 16], "FP32") for name in ("INPUT0", "INPUT1")]
+        inputs[0].set_data_from_numpy(input0)
+        inputs[1].set_data_from_numpy(input1)
+        result = grpcclient.InferenceServerClient(server.grpc_url).infer("split", inputs)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), input0 + input1)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT__1"), input0 - input1)
+    out = capfd.readouterr().out
+    assert "SumModule - INPUT0 device: cuda:0, INPUT1 device: cuda:0" in out
+    assert "DiffModule - INPUT0 device: cpu, INPUT1 device: cpu" in out
