@@ -42,12 +42,29 @@ def test_from_dlpack_takes_a_capsule_or_an_object_with_dlpack(source, dtype):
     (lambda: torch.ones(2, requires_grad=True), "pb_utils.Tensor.from_dlpack('y'): Can't export tensors that "
                                                 "require gradient"),
     (lambda: "not a capsule", "Provided tensor is not supported. Tensor must be a DLPack capsule "),  # Triton's words
-    (lambda: torch.ones(2, dtype=torch.bfloat16), "pb_utils.Tensor.from_dlpack('y'): "),
 ])
 def test_what_from_dlpack_cannot_take_is_refused_with_a_model_exception(bad, text):
     with pytest.raises(pb_utils.TritonModelException) as raised:
         pb_utils.Tensor.from_dlpack("y", bad())
     assert text in str(raised.value)
+
+
+@pytest.mark.parametrize("source", ["capsule", "object"])
+def test_bf16_goes_through_dlpack_and_not_numpy(source):
+    """qa/python_models/identity_bf16: a BF16 tensor is refused by as_numpy() in Triton's words and
+    shared as bfloat16 both ways."""
+    made = torch.tensor([[1.0, -2.5], [3.140625, 1e-3]], dtype=torch.bfloat16)
+    tensor = pb_utils.Tensor.from_dlpack("y", to_dlpack(made) if source == "capsule" else made)
+    assert tensor.triton_dtype() == 14 and tensor.shape() == [2, 2] and tensor.is_cpu()
+    with pytest.raises(pb_utils.TritonModelException) as refused:
+        tensor.as_numpy()
+    assert str(refused.value) == ("Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and "
+                                  "from_dlpack() instead.")
+    for shared in (from_dlpack(tensor.to_dlpack()), torch.from_dlpack(tensor)):
+        assert shared.dtype == torch.bfloat16 and torch.equal(shared, made)
+    from_dlpack(tensor.to_dlpack()).mul_(2)  # the same memory
+    assert torch.equal(torch.from_dlpack(tensor), made * 2)
+    assert pb_utils.server_data(tensor._host_numpy("output"))[0] == "BF16"
 
 
 def test_strings_do_not_go_through_dlpack():

@@ -156,8 +156,8 @@ def to_pb(response, error: ServeError | None) -> pb_utils.InferenceResponse:
             error.message, CODE_OF_STATUS.get(error.status, pb_utils.TritonError.INTERNAL)))
     if response is None:  # the final flag alone
         return pb_utils.InferenceResponse()
-    tensors = [pb_utils.Tensor(t.name, _as_bytes(t.data) if t.datatype == "BYTES" else t.data)
-               for t in response.outputs]
+    tensors = [pb_utils.Tensor(t.name, _as_bytes(t.data) if t.datatype == "BYTES" else pb_utils.model_data(
+        t.datatype, t.data)) for t in response.outputs]
     return pb_utils.InferenceResponse(tensors, parameters=response.parameters or None)
 
 
@@ -174,10 +174,10 @@ def _as_bytes(data: np.ndarray) -> np.ndarray:
 
 
 def _input(tensor: pb_utils.Tensor, model_name: str) -> InferTensor:
-    data = tensor._host_numpy("BLS input")
+    datatype, data = pb_utils.server_data(tensor._host_numpy("BLS input"))
     if data.dtype.kind in "OSU":
         return InferTensor(tensor.name(), "BYTES", _as_bytes(data))
-    datatype = DATATYPE_OF_NUMPY.get(data.dtype)
+    datatype = datatype or DATATYPE_OF_NUMPY.get(data.dtype)
     if datatype is None:
         raise invalid_arg(f"input '{tensor.name()}' for model '{model_name}' holds numpy dtype {data.dtype}, which "
                           "has no Triton datatype")

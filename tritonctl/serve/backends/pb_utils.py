@@ -127,6 +127,7 @@ EMPTY_TENSOR_NAME = "Tensor name cannot be an empty string."
 NOT_DLPACK = ("Provided tensor is not supported. Tensor must be a DLPack capsule         or have `__dlpack__` and "
               "`__dlpack_device__` attributes")
 ON_GPU = "Tensor is stored in GPU and cannot be converted to NumPy."
+BF16_NOT_NUMPY = "Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead."
 NO_STRINGS = "DLPack does not have support for string tensors."
 NOT_CONTIGUOUS = ("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are "
                   "supported.")
@@ -152,8 +153,29 @@ class _TensorMemory:
 
     def __init__(self, tensor: "Tensor"):
         self.tensor = tensor
-        self.data = tensor.as_numpy()
+        self.data = _dlpack_words(tensor._data)
         self.__array_interface__ = self.data.__array_interface__
+
+
+def _dlpack_words(data: np.ndarray) -> np.ndarray:
+    """What numpy can share through DLPack: BF16 words as uint16 (the capsule is retyped after)."""
+    return data.view(np.uint16) if data.dtype == dlpack.BF16_WORDS else data
+
+
+def _bfloat16_capsule(data: np.ndarray, capsule):
+    return dlpack.retype_bfloat16(capsule, to_words=False) if data.dtype == dlpack.BF16_WORDS else capsule
+
+
+def model_data(datatype: str, data: np.ndarray) -> np.ndarray:
+    """A tensor's data (as the server holds it) as a Python model's tensor holds it: BF16's words
+    typed as such, so that they are not taken for numbers."""
+    return data.view(dlpack.BF16_WORDS) if datatype == "BF16" else data
+
+
+def server_data(data: np.ndarray) -> tuple[str | None, np.ndarray]:
+    """A Python model's tensor data as the server holds it, and its datatype where the array's dtype
+    does not say it (BF16)."""
+    return ("BF16", data.view(np.uint16)) if data.dtype == dlpack.BF16_WORDS else (None, data)
 
 
 class _GpuMemory:
@@ -199,6 +221,8 @@ class Tensor:
     def as_numpy(self) -> np.ndarray:
         if self._gpu is not None:
             raise TritonModelException(ON_GPU)
+        if self._data.dtype == dlpack.BF16_WORDS:
+            raise TritonModelException(BF16_NOT_NUMPY)
         return self._data
 
     def shape(self) -> list[int]:
@@ -209,9 +233,8 @@ class Tensor:
 
     def triton_dtype(self) -> int | None:
         """The tensor's data type as Triton's enum number (TYPE_FP32 -> 11, TYPE_STRING -> 13)."""
-        if self._gpu is not None and self._gpu.view.dtype is None:
-            return BY_CONFIG["TYPE_BF16"].number
-        return numpy_to_triton_type(self._gpu.view.dtype if self._gpu is not None else self._data.dtype)
+        dtype = self._gpu.view.dtype if self._gpu is not None else self._data.dtype
+        return BY_CONFIG["TYPE_BF16"].number if dtype == dlpack.BF16_WORDS else numpy_to_triton_type(dtype)
 
     def _host_numpy(self, needed_by: str) -> np.ndarray:
         """The tensor's data in host memory, where it leaves the model (``needed_by`` says where)."""
@@ -229,7 +252,7 @@ class Tensor:
         if self._gpu is not None:
             return self._gpu.export(None)
         self.__dlpack__()  # the checks, and a writeable copy of read-only data
-        return np.asarray(_TensorMemory(self)).__dlpack__()
+        return _bfloat16_capsule(self._data, np.asarray(_TensorMemory(self)).__dlpack__())
 
     def __dlpack__(self, stream=None, **_options):
         if self._gpu is not None:
@@ -239,7 +262,7 @@ class Tensor:
         if not self._data.flags.writeable:  # DLPack cannot say read-only: share a copy from now on
             self._data = self._data.copy()
         try:
-            return self._data.__dlpack__()
+            return _bfloat16_capsule(self._data, _dlpack_words(self._data).__dlpack__())
         except (BufferError, TypeError) as exc:
             raise TritonModelException(f"tensor '{self._name}' cannot be shared through DLPack: {exc}") from None
 
@@ -254,30 +277,35 @@ class Tensor:
         _typed(name, str, "from_dlpack()", "name")
         if not name:
             raise TritonModelException(EMPTY_TENSOR_NAME)
+        where = f"pb_utils.Tensor.from_dlpack('{name}')"
         try:
             if hasattr(dlpack_tensor, "__dlpack__") and hasattr(dlpack_tensor, "__dlpack_device__"):
-                source, device = dlpack_tensor, tuple(dlpack_tensor.__dlpack_device__())
+                device = tuple(dlpack_tensor.__dlpack_device__())
                 if device[0] == dlpack.CUDA:
                     return _gpu_tensor(name, dlpack_tensor.__dlpack__(stream=dlpack.LEGACY_DEFAULT_STREAM),
                                        dlpack_tensor)
+                if device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
+                    raise TritonModelException(f"DLDevice type {device[0]} is not support by Python backend.")
+                capsule = dlpack_tensor.__dlpack__()
             elif type(dlpack_tensor).__name__ == "PyCapsule":
-                device = dlpack.read_capsule(dlpack_tensor).device
-                if device[0] == dlpack.CUDA:
-                    return _gpu_tensor(name, dlpack_tensor)
-                source = _Capsule(dlpack_tensor, device)
+                capsule = dlpack_tensor
             else:
                 raise TritonModelException(NOT_DLPACK)
+            view = dlpack.read_capsule(capsule)
+            if view.device[0] == dlpack.CUDA:
+                return _gpu_tensor(name, capsule)
+            if view.device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
+                raise TritonModelException(f"DLDevice type {view.device[0]} is not support by Python backend.")
+            if view.dtype == dlpack.BF16_WORDS:  # numpy reads the words as uint16: typed BF16 again below
+                dlpack.retype_bfloat16(capsule, to_words=True)
+            array = np.from_dlpack(_Capsule(capsule, view.device))
         except dlpack.DLPackError as exc:
-            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}") from None
-        if device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
-            raise TritonModelException(f"DLDevice type {device[0]} is not support by Python backend.")
-        try:
-            array = np.from_dlpack(source)
-        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}") from None
+            raise TritonModelException(f"{where}: {exc}") from None
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:  # the framework's refusal to export
+            raise TritonModelException(f"{where}: {exc}") from None
         if not array.flags.c_contiguous:
             raise TritonModelException(NOT_CONTIGUOUS)
-        return Tensor(name, array)
+        return Tensor(name, array.view(dlpack.BF16_WORDS) if view.dtype == dlpack.BF16_WORDS else array)
 
     def __repr__(self) -> str:
         if self._gpu is not None:

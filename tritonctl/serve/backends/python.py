@@ -289,7 +289,8 @@ class PythonBackend(RequestBackend):
         flags = (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if request.sequence_start else 0) \
             | (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if request.sequence_end else 0)
         return pb_utils.InferenceRequest._received(
-            self.config.name, self.version, [pb_utils.Tensor(t.name, t.data) for t in request.inputs.values()],
+            self.config.name, self.version,
+            [pb_utils.Tensor(t.name, pb_utils.model_data(t.datatype, t.data)) for t in request.inputs.values()],
             names, request, request.sequence_id, flags,
             {k: v for k, v in request.parameters.items() if not k.startswith("binary_data")}, senders, index)
 
@@ -306,7 +307,7 @@ class PythonBackend(RequestBackend):
                 return internal(f"python model '{self.config.name}' put a {type(tensor).__name__} among a "
                                 "response's output tensors; use pb_utils.Tensor(name, numpy_array)")
             try:
-                produced[tensor.name()] = tensor._host_numpy("output")
+                produced[tensor.name()] = pb_utils.server_data(tensor._host_numpy("output"))[1]
             except pb_utils.TritonModelException as exc:
                 return internal(str(exc))
         parameters = response._parameter_values

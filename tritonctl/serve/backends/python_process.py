@@ -226,7 +226,7 @@ class RemoteModel:
             specs.append({"id": request.request_id(), "correlation_id": request.correlation_id(),
                           "flags": request.flags(), "timeout": request.timeout(),
                           "parameters": request._parameters, "requested": request.requested_output_names()})
-            groups.append([(t.name(), t.as_numpy()) for t in request.inputs()])
+            groups.append([(t.name(), t._host_numpy("input")) for t in request.inputs()])
         metas, path = wire.pack_groups(groups, self._stub.prefix)
         for spec, group in zip(specs, metas):
             spec["inputs"] = group
@@ -506,7 +506,7 @@ class ProcessPythonBackend(PythonBackend):
         error = response.error()
         if error is not None:
             return {"response": {"error": {"message": error.message(), "code": error.code()}}}
-        tensors = [(t.name(), t.as_numpy()) for t in response.output_tensors()]
+        tensors = [(t.name(), t._host_numpy("BLS output")) for t in response.output_tensors()]
         metas, path = wire.pack(tensors, self._stub.prefix)
         return {"response": {"outputs": metas, "parameters": response._parameter_values}, "shm": path}
 

@@ -20,11 +20,14 @@ from tritonctl.optional import MissingDependency, require
 from tritonctl.repo_schema.datatypes import DATATYPES
 
 CPU, CUDA, CUDA_HOST = 1, 2, 3  # DLPack's kDLCPU, kDLCUDA, kDLCUDAHost
+# A Python model's BF16 data: numpy has no bfloat16, so its raw 2-byte words, typed so that they
+# are not taken for numbers (as_numpy refuses them, DLPack shares them as bfloat16).
+BF16_WORDS = np.dtype("V2")
 LEGACY_DEFAULT_STREAM = 1  # the array API's `stream` value for CUDA's legacy default stream
 _CAPSULE_NAME = b"dltensor"
 # DLDataTypeCode -> numpy kind (kDLInt, kDLUInt, kDLFloat, kDLBool); kDLBfloat (4) has no numpy type.
 _NUMPY_KIND = {0: "int", 1: "uint", 2: "float"}
-_BOOL, _BFLOAT = 6, 4
+_UINT, _BOOL, _BFLOAT = 1, 6, 4
 _TRITON_NUMPY = {t.numpy for t in DATATYPES if t.size}
 
 
@@ -61,7 +64,7 @@ class DLView:
     device: tuple[int, int]  # (DLDeviceType, device id)
     shape: tuple[int, ...]
     strides: tuple[int, ...] | None  # in elements; None: C order
-    dtype: np.dtype | None  # None: bfloat16, which numpy has no type for
+    dtype: np.dtype  # BF16_WORDS for bfloat16
     code: int
     bits: int
 
@@ -101,17 +104,26 @@ def read_capsule(capsule) -> DLView:
                   shape, strides, _numpy_dtype(dtype.code, dtype.bits), dtype.code, dtype.bits)
 
 
-def _numpy_dtype(code: int, bits: int) -> np.dtype | None:
+def _numpy_dtype(code: int, bits: int) -> np.dtype:
     if code == _BOOL and bits == 8:
         return np.dtype(bool)
     if code == _BFLOAT and bits == 16:
-        return None
+        return BF16_WORDS
     name = f"{_NUMPY_KIND.get(code)}{bits}"
     return np.dtype(name) if name in _TRITON_NUMPY else _unsupported(code, bits)
 
 
 def _unsupported(code: int, bits: int):
     raise DLPackError(f"DLPack data type (code {code}, {bits} bits) has no Triton data type")
+
+
+def retype_bfloat16(capsule, to_words: bool):
+    """``capsule`` with its bfloat16 elements called uint16 (``to_words``), which numpy reads, or its
+    uint16 elements called bfloat16, which torch reads as such: the same memory either way. Only
+    the capsule's own DLTensor changes, before anyone consumes it."""
+    tensor = _DLTensor.from_address(_capsule_pointer(capsule, _CAPSULE_NAME))
+    tensor.dtype.code = _UINT if to_words else _BFLOAT
+    return capsule
 
 
 def synchronize(device_id: int, needed_by: str) -> None:
@@ -125,8 +137,6 @@ def synchronize(device_id: int, needed_by: str) -> None:
 def copy_to_host(view: DLView, needed_by: str) -> np.ndarray:
     """The GPU tensor ``view`` describes, copied into a new numpy array once the work queued on its
     device is done."""
-    if view.dtype is None:
-        raise DLPackError("a BF16 tensor in GPU memory cannot leave a Python model here: numpy has no bfloat16")
     runtime = _runtime(needed_by)
     host = np.empty(view.shape, view.dtype)
     if host.nbytes:

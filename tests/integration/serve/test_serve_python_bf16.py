@@ -1,0 +1,105 @@
+"""BF16 tensors in Python models, as qa/python_models/identity_bf16 uses them: numpy has no
+bfloat16, so ``as_numpy()`` refuses them in Triton's words and DLPack carries them to torch and
+back; the client sends and receives BF16 (ml_dtypes' bfloat16 arrays, as tritonclient wants),
+directly and through a BLS call, in stub processes and in the server's process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from helpers.serve_models import write_python_model
+from tritonctl.serve.runtime import BackgroundServer, ServeOptions
+
+pytest.importorskip("torch")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+IDENTITY = '''
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+from torch.utils.dlpack import from_dlpack, to_dlpack
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            tensor = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            try:
+                tensor.as_numpy()
+            except pb_utils.TritonModelException as exc:
+                refused = str(exc)
+            data = from_dlpack(tensor.to_dlpack())
+            assert data.dtype == torch.bfloat16 and tensor.triton_dtype() == 14, (data.dtype, tensor.triton_dtype())
+            out = pb_utils.Tensor.from_dlpack("OUTPUT0", to_dlpack(data * 2))
+            refusal = pb_utils.Tensor("REFUSAL", np.array([[refused]] * len(data), object))
+            responses.append(pb_utils.InferenceResponse([out, refusal]))
+        return responses
+'''
+
+CALLER = '''
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = torch.from_dlpack(pb_utils.get_input_tensor_by_name(request, "INPUT0")) + 1
+            answer = pb_utils.InferenceRequest(
+                model_name="identity_bf16", requested_output_names=["OUTPUT0"],
+                inputs=[pb_utils.Tensor.from_dlpack("INPUT0", data)]).exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            doubled = pb_utils.get_output_tensor_by_name(answer, "OUTPUT0")
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor.from_dlpack(
+                "OUTPUT0", torch.from_dlpack(doubled) - 1)]))
+        return responses
+'''
+
+CONFIG = '''
+max_batch_size: 64
+input [ { name: "INPUT0" data_type: TYPE_BF16 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_BF16 dims: [ -1 ] } ]
+'''
+REFUSAL = 'output [ { name: "REFUSAL" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
+
+
+@pytest.fixture(scope="module", params=["process", "thread"])
+def served(request, tmp_path_factory, transports):
+    repo = tmp_path_factory.mktemp("bf16") / "repo"
+    write_python_model(repo, "identity_bf16", CONFIG + REFUSAL, IDENTITY)
+    write_python_model(repo, "caller", CONFIG, CALLER)
+    options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
+                           **transports)
+    with BackgroundServer(options) as server:
+        yield server
+
+
+def _infer(server, module, model: str, data: np.ndarray, outputs: list[str]):
+    client = module.InferenceServerClient(server.http_url if module is httpclient else server.grpc_url)
+    tensor = module.InferInput("INPUT0", list(data.shape), "BF16")
+    tensor.set_data_from_numpy(data)
+    return client.infer(model, [tensor], outputs=[module.InferRequestedOutput(name) for name in outputs])
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_bf16_reaches_torch_and_comes_back(served, module):
+    data = np.array([[1.0, -2.5, 3.140625], [0.5, 1e-3, 1e4]], ml_dtypes.bfloat16)
+    result = _infer(served, module, "identity_bf16", data, ["OUTPUT0", "REFUSAL"])
+    output = result.get_output("OUTPUT0")
+    assert (output["datatype"] if module is httpclient else output.datatype) == "BF16"
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0").astype(np.float32), data.astype(np.float32) * 2)
+    assert result.as_numpy("REFUSAL")[0][0].decode() == (
+        "Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead.")
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_bf16_through_a_bls_call(served, module):
+    data = np.array([[1.0, 2.0, 4.0]], ml_dtypes.bfloat16)
+    result = _infer(served, module, "caller", data, ["OUTPUT0"])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0").astype(np.float32), (data.astype(np.float32) + 1) * 2 - 1)
