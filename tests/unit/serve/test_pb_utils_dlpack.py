@@ -183,6 +183,18 @@ def test_a_cupy_array_on_a_non_blocking_stream():
 
 @pytest.mark.gpu
 @cuda
+def test_a_bf16_cuda_tensor_leaves_as_its_words():
+    made = torch.tensor([1.0, -2.5, 3.140625], dtype=torch.bfloat16, device="cuda")
+    tensor = pb_utils.Tensor.from_dlpack("y", to_dlpack(made))
+    assert tensor.triton_dtype() == 14 and not tensor.is_cpu()
+    datatype, words = pb_utils.server_data(tensor._host_numpy("output"))
+    assert datatype == "BF16"
+    np.testing.assert_array_equal(words, made.cpu().view(torch.int16).numpy().view(np.uint16))
+    assert torch.equal(from_dlpack(tensor.to_dlpack()), made)
+
+
+@pytest.mark.gpu
+@cuda
 def test_a_strided_cuda_tensor_is_refused_as_on_cpu():
     with pytest.raises(pb_utils.TritonModelException, match="DLPack tensor is not contiguous"):
         pb_utils.Tensor.from_dlpack("y", torch.ones(4, 6, device="cuda")[::2])
