@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import numpy as np
 
 from tritonctl.optional import ONNXRUNTIME_GPU
-from tritonctl.repo_schema.datatypes import BY_ORT
+from tritonctl.repo_schema.datatypes import BY_CONFIG, BY_ORT
 from tritonctl.repo_schema.modelfiles.onnx import explain_onnxruntime_error
 from tritonctl.serve.backends.params import parse_bool, parse_int
 from tritonctl.serve.core.backend_api import Backend, BackendLoadError, InstanceSpec, ModelExecutionError
 
-# ONNX tensor type names as onnxruntime reports them -> Triton config data types.
+BF16 = BY_CONFIG["TYPE_BF16"]
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}  # OPT-06
 
 
@@ -167,6 +168,8 @@ class OnnxRuntimeBackend(Backend):
                         f"{kind} '{tensor.name}', model provides {provided}")
         self._string_outputs = {o.name for o in self.session.get_outputs() if o.type == "tensor(string)"}
         self._string_inputs = {i.name for i in self.session.get_inputs() if i.type == "tensor(string)"}
+        self._bf16 = {t.name for t in (*self.session.get_inputs(), *self.session.get_outputs())
+                      if t.type == BF16.ort}
         if config.HasField("sequence_batching"):
             self._check_sequence_io()
 
@@ -212,7 +215,7 @@ class OnnxRuntimeBackend(Backend):
         for name in self._string_inputs.intersection(inputs):
             inputs[name] = _to_text(inputs[name], name, self.config.name)
         try:
-            results = self.session.run(outputs, inputs)
+            results = self._run_bf16(inputs, outputs) if self._bf16 else self.session.run(outputs, inputs)
         except Exception as exc:
             raise ModelExecutionError(f"onnxruntime execution failure in model '{self.config.name}': {exc}") from None
         produced = dict(zip(outputs, results))
@@ -220,8 +223,28 @@ class OnnxRuntimeBackend(Backend):
             produced[name] = _to_bytes(produced[name])
         return produced
 
+    def _run_bf16(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> list[np.ndarray]:
+        """A run of a model with bfloat16 tensors, which numpy has no type for: their 2-byte words
+        (uint16, as the server holds BF16 data) go in and come out through OrtValues."""
+        import onnxruntime as ort
+
+        feeds = {name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), BF16.onnx)
+                 if name in self._bf16 else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+                 for name, array in inputs.items()}
+        results = self.session.run_with_ort_values(outputs, feeds)
+        return [_bf16_words(value) if name in self._bf16 else value.numpy() for name, value in zip(outputs, results)]
+
     def close(self) -> None:
         self.session = None
+
+
+def _bf16_words(value) -> np.ndarray:
+    """A bfloat16 OrtValue's elements, copied out as uint16 words."""
+    shape = tuple(value.shape())
+    words = np.empty(shape, np.uint16)
+    if words.size:
+        ctypes.memmove(words.ctypes.data, value.data_ptr(), words.nbytes)
+    return words
 
 
 def _to_text(array: np.ndarray, name: str, model: str) -> np.ndarray:

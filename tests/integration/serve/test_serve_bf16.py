@@ -1,12 +1,15 @@
-"""BF16 tensors in Python models, as qa/python_models/identity_bf16 uses them: numpy has no
-bfloat16, so ``as_numpy()`` refuses them in Triton's words and DLPack carries them to torch and
-back; the client sends and receives BF16 (ml_dtypes' bfloat16 arrays, as tritonclient wants),
-directly and through a BLS call, in stub processes and in the server's process."""
+"""BF16 tensors, which numpy has no type for. In Python models as qa/python_models/identity_bf16
+uses them: ``as_numpy()`` refuses them in Triton's words and DLPack carries them to torch and
+back, directly and through a BLS call, in stub processes and in the server's process. In ONNX
+models (onnxruntime's bfloat16 tensors). The client sends and receives BF16 as tritonclient
+wants it: ml_dtypes' bfloat16 arrays."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
@@ -69,20 +72,35 @@ output [ { name: "OUTPUT0" data_type: TYPE_BF16 dims: [ -1 ] } ]
 REFUSAL = 'output [ { name: "REFUSAL" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
 
 
+def write_onnx_bf16(repo) -> None:
+    """Y = X and Z = float(X), X and Y bfloat16 (onnxruntime's CPU kernels: Identity, Cast)."""
+    (repo / "onnx_bf16" / "1").mkdir(parents=True)
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["Y"]), helper.make_node("Cast", ["X"], ["Z"], to=TensorProto.FLOAT)],
+        "bf16", [helper.make_tensor_value_info("X", TensorProto.BFLOAT16, [None, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.BFLOAT16, [None, 3]),
+         helper.make_tensor_value_info("Z", TensorProto.FLOAT, [None, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(repo / "onnx_bf16" / "1" / "model.onnx"))
+    (repo / "onnx_bf16" / "config.pbtxt").write_text('backend: "onnxruntime"\nmax_batch_size: 8\n')
+
+
 @pytest.fixture(scope="module", params=["process", "thread"])
 def served(request, tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("bf16") / "repo"
     write_python_model(repo, "identity_bf16", CONFIG + REFUSAL, IDENTITY)
     write_python_model(repo, "caller", CONFIG, CALLER)
+    write_onnx_bf16(repo)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
                            **transports)
     with BackgroundServer(options) as server:
         yield server
 
 
-def _infer(server, module, model: str, data: np.ndarray, outputs: list[str]):
+def _infer(server, module, model: str, data: np.ndarray, outputs: list[str], name: str = "INPUT0"):
     client = module.InferenceServerClient(server.http_url if module is httpclient else server.grpc_url)
-    tensor = module.InferInput("INPUT0", list(data.shape), "BF16")
+    tensor = module.InferInput(name, list(data.shape), "BF16")
     tensor.set_data_from_numpy(data)
     return client.infer(model, [tensor], outputs=[module.InferRequestedOutput(name) for name in outputs])
 
@@ -103,3 +121,12 @@ def test_bf16_through_a_bls_call(served, module):
     data = np.array([[1.0, 2.0, 4.0]], ml_dtypes.bfloat16)
     result = _infer(served, module, "caller", data, ["OUTPUT0"])
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0").astype(np.float32), (data.astype(np.float32) + 1) * 2 - 1)
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_an_onnx_model_takes_and_gives_bf16(served, module):
+    """Auto-completed as TYPE_BF16, and served: before, onnxruntime was handed uint16 and refused it."""
+    data = np.array([[1.0, -2.5, 3.140625], [0.5, 1e-3, 1e4]], ml_dtypes.bfloat16)
+    result = _infer(served, module, "onnx_bf16", data, ["Y", "Z"], name="X")
+    np.testing.assert_array_equal(result.as_numpy("Y").astype(np.float32), data.astype(np.float32))
+    np.testing.assert_array_equal(result.as_numpy("Z"), data.astype(np.float32))
