@@ -36,6 +36,7 @@ PROVIDERS: dict[str, Provider] = {
     "rich": Provider("rich"),
     "google.protobuf": Provider("protobuf"),
     "numpy": Provider("numpy"),
+    "ml_dtypes": Provider("ml-dtypes"),
     "onnx": Provider("onnx"),
     "tritonclient": Provider("tritonclient"),
     "grpc": Provider("grpcio"),

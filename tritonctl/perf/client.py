@@ -93,8 +93,12 @@ class PerfClient:
 
     def make_inputs(self, arrays: dict[str, Any], datatypes: dict[str, str]) -> list[Any]:
         """tritonclient InferInput objects for one request, filled from numpy arrays."""
+        from tritonclient.utils import triton_to_np_dtype
+
         inputs = []
         for name, array in arrays.items():
+            if datatypes[name] == "BF16":  # ml_dtypes' bfloat16 (float32 for a tritonclient before r26.06)
+                array = array.astype(triton_to_np_dtype("BF16"), copy=False)
             item = self._module.InferInput(name, list(array.shape), datatypes[name])
             if self.protocol == "http":
                 item.set_data_from_numpy(array, binary_data=self.settings.binary_inputs)

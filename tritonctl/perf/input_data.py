@@ -15,7 +15,20 @@ from tritonctl.perf.client import ModelInfo, TensorSpec
 from tritonctl.perf.options import PerfError
 from tritonctl.repo_schema.datatypes import DATATYPES
 
-NUMPY_TYPES = {t.wire: t.numpy for t in DATATYPES if t.wire not in ("BF16", "BYTES")}
+_NUMPY_TYPES = {t.wire: t.numpy for t in DATATYPES if t.wire not in ("BF16", "BYTES")}
+
+
+def numpy_dtype(datatype: str) -> Any:
+    """The numpy dtype perf holds a datatype's values in, None for BYTES (and unknown names). BF16:
+    ml_dtypes' bfloat16, as tritonclient takes it (numpy has none): its values, its 2-byte words."""
+    import numpy as np
+
+    if datatype == "BF16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(_NUMPY_TYPES[datatype]) if datatype in _NUMPY_TYPES else None
+
 NON_TENSOR_KEYS = {"model"}
 FORMAT_HINT = ('expected {"data": [{"INPUT0": [...], "INPUT1": {"content": [...], "shape": [...]}}, ...]} '
                'as perf_analyzer reads it')
@@ -235,9 +248,9 @@ class _TensorReader:
             if not all(isinstance(v, str) for v in values):
                 raise self.fail(where, f"{label} is BYTES: its values must be JSON strings")
             return np.array([v.encode() for v in values], dtype=object)
-        if tensor.datatype not in NUMPY_TYPES:
+        dtype = numpy_dtype(tensor.datatype)
+        if dtype is None:
             raise self.fail(where, f"{label}: datatype {tensor.datatype} cannot be read from JSON values")
-        dtype = np.dtype(NUMPY_TYPES[tensor.datatype])
         _check_kinds(values, dtype, lambda message: self.fail(where, f"{label} is {tensor.datatype}: {message}"))
         try:
             with np.errstate(over="raise"):
@@ -257,9 +270,10 @@ class _TensorReader:
             raise self.fail(where, f"{label}: \"b64\" is not valid base64 ({exc})") from None
         if tensor.datatype == "BYTES":
             return _unpack_strings(raw, lambda message: self.fail(where, f"{label}: {message}"))
-        if tensor.datatype not in NUMPY_TYPES:
+        dtype = numpy_dtype(tensor.datatype)
+        if dtype is None:
             raise self.fail(where, f"{label}: datatype {tensor.datatype} cannot be read from base64 data")
-        dtype = np.dtype(NUMPY_TYPES[tensor.datatype]).newbyteorder("<")
+        dtype = dtype.newbyteorder("<")
         if len(raw) % dtype.itemsize:
             raise self.fail(where, f"{label}: \"b64\" decodes to {len(raw)} bytes, not a whole number of "
                                    f"{tensor.datatype} values ({dtype.itemsize} bytes each)")
@@ -354,9 +368,10 @@ def _read_file(file: Path, info: ModelInfo, tensor: TensorSpec, dims: tuple[int,
     if tensor.datatype == "BYTES":
         array = np.array(raw.splitlines(), dtype=object)
     else:
-        if tensor.datatype not in NUMPY_TYPES:
+        dtype = numpy_dtype(tensor.datatype)
+        if dtype is None:
             raise PerfError(f"--input-data {file}: datatype {tensor.datatype} is not supported")
-        dtype = np.dtype(NUMPY_TYPES[tensor.datatype]).newbyteorder("<")
+        dtype = dtype.newbyteorder("<")
         expected = None if dims is None else int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
         if len(raw) % dtype.itemsize or (expected is not None and len(raw) != expected):
             raise PerfError(f"--input-data {file}: {len(raw)} bytes, but '{tensor.name}' ({tensor.datatype}, "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonctl.perf.client import ModelInfo
-from tritonctl.perf.input_data import NUMPY_TYPES, DataSet, Sample, read_data
+from tritonctl.perf.input_data import DataSet, Sample, numpy_dtype, read_data
 from tritonctl.perf.options import PerfError
 
 GENERATED = ("random", "zero")
@@ -133,12 +133,12 @@ def _generated(np: Any, rng: Any, datatype: str, shape: tuple[int, ...], zero: b
                string_data: str | None) -> Any:
     if datatype == "BYTES":
         return _generated_strings(np, rng, shape, zero, string_length, string_data)
-    if datatype not in NUMPY_TYPES:
+    dtype = numpy_dtype(datatype)
+    if dtype is None:
         raise PerfError(f"input datatype {datatype} is not supported for generated data")
-    dtype = np.dtype(NUMPY_TYPES[datatype])
     if zero:
         return np.zeros(shape, dtype=dtype)
-    if dtype.kind == "f":
+    if dtype.kind == "f" or datatype == "BF16":
         return rng.random(shape).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, shape).astype(dtype)

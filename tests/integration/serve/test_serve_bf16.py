@@ -130,3 +130,18 @@ def test_an_onnx_model_takes_and_gives_bf16(served, module):
     result = _infer(served, module, "onnx_bf16", data, ["Y", "Z"], name="X")
     np.testing.assert_array_equal(result.as_numpy("Y").astype(np.float32), data.astype(np.float32))
     np.testing.assert_array_equal(result.as_numpy("Z"), data.astype(np.float32))
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_loads_a_bf16_model(served, protocol, tmp_path):
+    """perf's generated data and its JSON input data hold BF16 inputs as tritonclient takes them."""
+    from tritonctl.perf.options import PerfOptions
+    from tritonctl.perf.run import run_perf
+
+    fast = {"measurement_interval_ms": 120, "stability_percentage": 1000, "max_trials": 3}
+    url = served.http_url if protocol == "http" else served.grpc_url
+    data = tmp_path / "data.json"
+    data.write_text('{"data": [{"X": [1.5, -2, 3.25]}]}')
+    for input_data in ("random", str(data)):
+        result = run_perf(PerfOptions("onnx_bf16", url=url, protocol=protocol, input_data=input_data, **fast))
+        assert result.levels[0].error_count == 0 and result.total_sent == result.server_total.success_count > 0

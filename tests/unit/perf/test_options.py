@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tritonctl.perf.client import ModelInfo, TensorSpec
-from tritonctl.perf.input_data import NUMPY_TYPES
+from tritonctl.perf.input_data import numpy_dtype
 from tritonctl.perf.inputs import build_requests, build_workload, request_shapes
 from tritonctl.perf.options import (PerfError, PerfOptions, check_options, parse_concurrency_range,
                                         parse_request_rate_range, parse_shapes)
@@ -240,17 +240,18 @@ def test_generated_strings_follow_string_length_and_string_data():
     assert fixed["TEXT"].tolist() == [[b"hi", b"hi"]] * 2
 
 
-NUMERIC = st.sampled_from(["FP32", "FP64", "FP16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT32", "BOOL"])
+NUMERIC = st.sampled_from(["FP32", "FP64", "FP16", "BF16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT32",
+                           "BOOL"])
 
 
 @given(datatype=NUMERIC, width=st.integers(1, 6), data=st.data())
 @settings(max_examples=60, deadline=None)
 def test_b64_and_list_spellings_give_the_same_tensor(tmp_path_factory, datatype, width, data):
-    dtype = np.dtype(NUMPY_TYPES[datatype])
+    dtype = numpy_dtype(datatype)
     info = ModelInfo("m", 0, (TensorSpec("X", datatype, (width,)),), ())
     if dtype.kind == "b":
         values = data.draw(st.lists(st.booleans(), min_size=width, max_size=width))
-    elif dtype.kind == "f":
+    elif dtype.kind == "f" or datatype == "BF16":  # BF16: whole numbers up to 100 are exact
         values = data.draw(st.lists(st.integers(-100, 100), min_size=width, max_size=width))
     else:
         info_range = np.iinfo(dtype)
