@@ -277,32 +277,25 @@ class Tensor:
         _typed(name, str, "from_dlpack()", "name")
         if not name:
             raise TritonModelException(EMPTY_TENSOR_NAME)
-        where = f"pb_utils.Tensor.from_dlpack('{name}')"
         try:
             if hasattr(dlpack_tensor, "__dlpack__") and hasattr(dlpack_tensor, "__dlpack_device__"):
-                device = tuple(dlpack_tensor.__dlpack_device__())
-                if device[0] == dlpack.CUDA:
-                    return _gpu_tensor(name, dlpack_tensor.__dlpack__(stream=dlpack.LEGACY_DEFAULT_STREAM),
-                                       dlpack_tensor)
-                if device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
-                    raise TritonModelException(f"DLDevice type {device[0]} is not support by Python backend.")
-                capsule = dlpack_tensor.__dlpack__()
+                device = _served_device(tuple(dlpack_tensor.__dlpack_device__()))
+                # on a GPU, the producer's work ordered before what reads the capsule
+                capsule = dlpack_tensor.__dlpack__(stream=dlpack.LEGACY_DEFAULT_STREAM if device == dlpack.CUDA
+                                                   else None)
+                source = dlpack_tensor
             elif type(dlpack_tensor).__name__ == "PyCapsule":
-                capsule = dlpack_tensor
+                capsule, source = dlpack_tensor, None
             else:
                 raise TritonModelException(NOT_DLPACK)
             view = dlpack.read_capsule(capsule)
-            if view.device[0] == dlpack.CUDA:
-                return _gpu_tensor(name, capsule)
-            if view.device[0] not in (dlpack.CPU, dlpack.CUDA_HOST):
-                raise TritonModelException(f"DLDevice type {view.device[0]} is not support by Python backend.")
+            if _served_device(view.device) == dlpack.CUDA:
+                return _gpu_tensor(name, view, capsule, source)
             if view.dtype == dlpack.BF16_WORDS:  # numpy reads the words as uint16: typed BF16 again below
                 dlpack.retype_bfloat16(capsule, to_words=True)
             array = np.from_dlpack(_Capsule(capsule, view.device))
-        except dlpack.DLPackError as exc:
-            raise TritonModelException(f"{where}: {exc}") from None
-        except (BufferError, TypeError, ValueError, RuntimeError) as exc:  # the framework's refusal to export
-            raise TritonModelException(f"{where}: {exc}") from None
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:  # DLPackError, the producer's refusals
+            raise TritonModelException(f"pb_utils.Tensor.from_dlpack('{name}'): {exc}") from None
         if not array.flags.c_contiguous:
             raise TritonModelException(NOT_CONTIGUOUS)
         return Tensor(name, array.view(dlpack.BF16_WORDS) if view.dtype == dlpack.BF16_WORDS else array)
@@ -313,11 +306,17 @@ class Tensor:
         return f"Tensor({self._name!r}, shape={self.shape()}, dtype={self._data.dtype})"
 
 
-def _gpu_tensor(name: str, capsule, source=None) -> Tensor:
-    """A tensor in CUDA memory, read from ``capsule`` (which ``source`` made, when not None), once
+def _served_device(device: tuple[int, int]) -> int:
+    """The DLPack device type, when Triton's Python backend takes tensors there."""
+    if device[0] not in (dlpack.CPU, dlpack.CUDA, dlpack.CUDA_HOST):
+        raise TritonModelException(f"DLDevice type {device[0]} is not support by Python backend.")
+    return device[0]
+
+
+def _gpu_tensor(name: str, view: dlpack.DLView, capsule, source) -> Tensor:
+    """A tensor in CUDA memory, ``view`` of ``capsule`` (which ``source`` made, when not None), once
     the work queued on its device is done, as Triton's from_dlpack returns (whatever stream the
     framework wrote it on)."""
-    view = dlpack.read_capsule(capsule)
     if not view.c_contiguous:
         raise TritonModelException(NOT_CONTIGUOUS)
     dlpack.synchronize(view.device[1], "a Python model's tensor in GPU memory")

@@ -65,8 +65,6 @@ class DLView:
     shape: tuple[int, ...]
     strides: tuple[int, ...] | None  # in elements; None: C order
     dtype: np.dtype  # BF16_WORDS for bfloat16
-    code: int
-    bits: int
 
     @property
     def c_contiguous(self) -> bool:
@@ -83,10 +81,6 @@ class DLView:
                 expected *= size
         return True
 
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * ((self.bits + 7) // 8)
-
 
 def read_capsule(capsule) -> DLView:
     """The tensor a DLPack capsule (``"dltensor"``, not yet consumed) describes."""
@@ -101,7 +95,7 @@ def read_capsule(capsule) -> DLView:
     if dtype.lanes != 1:
         raise DLPackError(f"DLPack tensors of {dtype.lanes} lanes are not supported")
     return DLView((tensor.data or 0) + tensor.byte_offset, (tensor.device.device_type, tensor.device.device_id),
-                  shape, strides, _numpy_dtype(dtype.code, dtype.bits), dtype.code, dtype.bits)
+                  shape, strides, _numpy_dtype(dtype.code, dtype.bits))
 
 
 def _numpy_dtype(code: int, bits: int) -> np.dtype:
