@@ -91,10 +91,17 @@ def served(request, tmp_path_factory, transports):
     repo = tmp_path_factory.mktemp("bf16") / "repo"
     write_python_model(repo, "identity_bf16", CONFIG + REFUSAL, IDENTITY)
     write_python_model(repo, "caller", CONFIG, CALLER)
-    write_onnx_bf16(repo)
     options = ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, python_isolation=request.param,
                            **transports)
     with BackgroundServer(options) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def onnx_served(tmp_path_factory, transports):
+    repo = tmp_path_factory.mktemp("bf16_onnx") / "repo"
+    write_onnx_bf16(repo)
+    with BackgroundServer(ServeOptions(repo, http_port=0, grpc_port=0, metrics_port=0, **transports)) as server:
         yield server
 
 
@@ -124,22 +131,22 @@ def test_bf16_through_a_bls_call(served, module):
 
 
 @pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
-def test_an_onnx_model_takes_and_gives_bf16(served, module):
+def test_an_onnx_model_takes_and_gives_bf16(onnx_served, module):
     """Auto-completed as TYPE_BF16, and served: before, onnxruntime was handed uint16 and refused it."""
     data = np.array([[1.0, -2.5, 3.140625], [0.5, 1e-3, 1e4]], ml_dtypes.bfloat16)
-    result = _infer(served, module, "onnx_bf16", data, ["Y", "Z"], name="X")
+    result = _infer(onnx_served, module, "onnx_bf16", data, ["Y", "Z"], name="X")
     np.testing.assert_array_equal(result.as_numpy("Y").astype(np.float32), data.astype(np.float32))
     np.testing.assert_array_equal(result.as_numpy("Z"), data.astype(np.float32))
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_perf_loads_a_bf16_model(served, protocol, tmp_path):
+def test_perf_loads_a_bf16_model(onnx_served, protocol, tmp_path):
     """perf's generated data and its JSON input data hold BF16 inputs as tritonclient takes them."""
     from tritonctl.perf.options import PerfOptions
     from tritonctl.perf.run import run_perf
 
     fast = {"measurement_interval_ms": 120, "stability_percentage": 1000, "max_trials": 3}
-    url = served.http_url if protocol == "http" else served.grpc_url
+    url = onnx_served.http_url if protocol == "http" else onnx_served.grpc_url
     data = tmp_path / "data.json"
     data.write_text('{"data": [{"X": [1.5, -2, 3.25]}]}')
     for input_data in ("random", str(data)):
