@@ -137,6 +137,8 @@ def test_an_onnx_model_takes_and_gives_bf16(onnx_served, module):
     result = _infer(onnx_served, module, "onnx_bf16", data, ["Y", "Z"], name="X")
     np.testing.assert_array_equal(result.as_numpy("Y").astype(np.float32), data.astype(np.float32))
     np.testing.assert_array_equal(result.as_numpy("Z"), data.astype(np.float32))
+    only_fp32 = _infer(onnx_served, module, "onnx_bf16", data, ["Z"], name="X")  # no BF16 output asked for
+    np.testing.assert_array_equal(only_fp32.as_numpy("Z"), data.astype(np.float32))
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -225,12 +225,16 @@ class OnnxRuntimeBackend(Backend):
 
     def _run_bf16(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> list[np.ndarray]:
         """A run of a model with bfloat16 tensors, which numpy has no type for: their 2-byte words
-        (uint16, as the server holds BF16 data) go in and come out through OrtValues."""
+        (uint16, as the server holds BF16 data) go in as OrtValues, and come out of OrtValues when
+        a BF16 output is asked for (then every input is one: onnxruntime makes none of strings)."""
         import onnxruntime as ort
 
         feeds = {name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), BF16.onnx)
-                 if name in self._bf16 else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
-                 for name, array in inputs.items()}
+                 if name in self._bf16 else array for name, array in inputs.items()}
+        if self._bf16.isdisjoint(outputs):
+            return self.session.run(outputs, feeds)
+        feeds = {name: value if isinstance(value, ort.OrtValue) else
+                 ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value)) for name, value in feeds.items()}
         results = self.session.run_with_ort_values(outputs, feeds)
         return [_bf16_words(value) if name in self._bf16 else value.numpy() for name, value in zip(outputs, results)]
 
