@@ -1,8 +1,8 @@
 """BF16 tensors, which numpy has no type for. In Python models as qa/python_models/identity_bf16
 uses them: ``as_numpy()`` refuses them in Triton's words and DLPack carries them to torch and
 back, directly and through a BLS call, in stub processes and in the server's process. In ONNX
-models (onnxruntime's bfloat16 tensors). The client sends and receives BF16 as tritonclient
-wants it: ml_dtypes' bfloat16 arrays."""
+models (onnxruntime's bfloat16 tensors). The client sends and receives BF16 as the installed
+tritonclient wants it: ml_dtypes' bfloat16 arrays (float32 ones before its r26.06 release)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import triton_to_np_dtype
 
 from helpers.serve_models import write_python_model
 from tritonctl.serve.runtime import BackgroundServer, ServeOptions
@@ -108,7 +109,7 @@ def onnx_served(tmp_path_factory, transports):
 def _infer(server, module, model: str, data: np.ndarray, outputs: list[str], name: str = "INPUT0"):
     client = module.InferenceServerClient(server.http_url if module is httpclient else server.grpc_url)
     tensor = module.InferInput(name, list(data.shape), "BF16")
-    tensor.set_data_from_numpy(data)
+    tensor.set_data_from_numpy(data.astype(triton_to_np_dtype("BF16")))
     return client.infer(model, [tensor], outputs=[module.InferRequestedOutput(name) for name in outputs])
 
 
