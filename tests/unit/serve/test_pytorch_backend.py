@@ -137,3 +137,52 @@ def test_parameters_are_logged_in_tritons_words(tmp_path, caplog):
     assert "Inference Mode is disabled for model instance 'm'" in lines
     assert "Optimized execution is enabled for model instance 'm'" in lines
     assert not any(line.startswith("Weight sharing") for line in lines)
+
+
+THREAD_COUNT_PROBE = """
+import ctypes, glob, os, sys, threading
+import numpy as np, torch
+from google.protobuf import text_format
+from tritonctl.repo_schema.schema import model_config_pb2
+from tritonctl.serve.backends.pytorch import PyTorchBackend
+from tritonctl.serve.core.backend_api import InstanceSpec
+
+version = sys.argv[1]
+config = text_format.Parse(sys.argv[2], model_config_pb2().ModelConfig())
+gomp = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*"))[0])
+model = PyTorchBackend(config, __import__("pathlib").Path(version), InstanceSpec("m_0", "KIND_CPU"))
+seen = []
+
+def instance_thread():  # as the server's: a thread of its own, which torch never saw
+    model.execute({"x": np.ones((4, 2), np.float32)}, ["y__0"])
+    seen.append(gomp.omp_get_max_threads())  # OpenMP's count for this thread, as MKL reads it
+
+thread = threading.Thread(target=instance_thread)
+thread.start()
+thread.join()
+print(seen[0])
+"""
+
+
+def test_an_instance_thread_runs_with_the_configured_intra_op_thread_count(tmp_path):
+    """OpenMP's and MKL's counts are per thread: INTRA_OP_THREAD_COUNT must reach the thread that
+    runs forward(), not only the one that loaded the model (in a process of its own: the count is
+    the process's)."""
+    import glob
+    import os
+    import subprocess
+    import sys
+
+    if not glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*")):
+        pytest.skip("this torch does not run on GNU OpenMP (torch/lib/libgomp*)")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("OpenMP's default count is 1 on one CPU: nothing to tell apart")
+    (tmp_path / "1").mkdir()
+    torch.jit.script(Identity()).save(str(tmp_path / "1" / "model.pt"))
+    config = ('name: "m" backend: "pytorch" max_batch_size: 4\n' + IO
+              + 'parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }')
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", THREAD_COUNT_PROBE, str(tmp_path / "1"), config],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1", done.stdout

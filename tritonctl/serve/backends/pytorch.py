@@ -409,6 +409,11 @@ class PyTorchBackend(Backend):
 
     def execute(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         torch = self.torch
+        # OpenMP's and MKL's thread counts are per thread, and torch gives a thread the process's
+        # intra-op count the first time that thread asks for it: without asking, an instance thread
+        # ran MKL on OpenMP's default team whatever INTRA_OP_THREAD_COUNT said (with 1 thread on 2
+        # cores, batch 4: 155 against 54 us per forward()).
+        torch.get_num_threads()
         self._apply_jit_settings()
         with torch.inference_mode(self.settings.inference_mode), torch.no_grad():
             if self.stream is None:
