@@ -81,14 +81,16 @@ def make_repo(repo: Path, hidden: int, models: dict, kind: str) -> Path:
 def in_process_best(model_path: Path, seconds: float, device: str) -> tuple[float, str]:
     """Rows per second of the module called directly, best over batch sizes, threads and OpenMP's
     wait policy (each policy in a fresh process: OpenMP reads it when torch loads)."""
-    best = (0.0, "")
+    found = []
     for policy in ("ACTIVE", "PASSIVE") if device == "cpu" else ("PASSIVE",):
         done = subprocess.run([sys.executable, __file__, "--in-process", str(model_path), "--limit-seconds",
                                str(seconds), "--device", device], capture_output=True, text=True, check=True,
                               env={**os.environ, "OMP_WAIT_POLICY": policy})
         rate, where = json.loads(done.stdout.strip().splitlines()[-1])
-        best = max(best, (rate, f"{where}, OMP_WAIT_POLICY={policy}" if device == "cpu" else where))
-    return best
+        found.append((rate, f"{where}, OMP_WAIT_POLICY={policy}" if device == "cpu" else where))
+    rate, where = max(found)
+    others = [f"{other:,.0f} at {other_where}" for other, other_where in found if other_where != where]
+    return rate, where + (f" (else {'; '.join(others)})" if others else "")
 
 
 def measure_in_process(model_path: Path, seconds: float, device: str) -> None:
@@ -141,15 +143,29 @@ def start_server(repo: Path, models: list[str]) -> tuple[subprocess.Popen, str, 
     return process, f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"
 
 
-def served_rate(url: str, model: str, protocol: str, concurrency: int) -> tuple[float, float]:
+def batch_counts(http_url: str, model: str) -> tuple[int, int, int, int]:
+    """The model's inference and execution counts, and its compute_infer time and count."""
+    import tritonclient.http as httpclient
+
+    stats = httpclient.InferenceServerClient(http_url).get_inference_statistics(model)["model_stats"][0]
+    compute = stats["inference_stats"]["compute_infer"]
+    return stats["inference_count"], stats["execution_count"], compute["ns"], compute["count"]
+
+
+def served_rate(urls: tuple[str, str], model: str, protocol: str, concurrency: int) -> tuple[float, float, float, float]:
+    """Throughput, p99 ms, the average batch and the milliseconds of an execution's compute."""
     from tritonctl.perf.options import PerfOptions
     from tritonctl.perf.run import run_perf
 
-    result = run_perf(PerfOptions(model, url=url, protocol=protocol, concurrency=(concurrency,),
-                                  measurement_interval_ms=2000, stability_percentage=10, max_trials=6,
-                                  warmup_requests=200))
+    http_url, grpc_url = urls
+    before = batch_counts(http_url, model)
+    result = run_perf(PerfOptions(model, url=grpc_url if protocol == "grpc" else http_url, protocol=protocol,
+                                  concurrency=(concurrency,), measurement_interval_ms=2000, stability_percentage=10,
+                                  max_trials=6, warmup_requests=200))
+    inferences, executions, compute_ns, compute_count = (b - a for a, b in zip(before, batch_counts(http_url, model)))
     level = result.levels[0]
-    return level.throughput, level.percentiles_us[99] / 1000
+    return (level.throughput, level.percentiles_us[99] / 1000, inferences / max(executions, 1),
+            compute_ns / max(compute_count, 1) / 1e6)
 
 
 def main() -> None:
@@ -181,9 +197,9 @@ def main() -> None:
                 limits.append(in_process_best(model_path, args.limit_seconds, args.device))
                 for model, (server, *_) in models.items():
                     _, http_url, grpc_url = servers[server]
-                    url = grpc_url if args.protocol == "grpc" else http_url
                     for concurrency in args.concurrency:
-                        served[(model, concurrency)].append(served_rate(url, model, args.protocol, concurrency))
+                        served[(model, concurrency)].append(
+                            served_rate((http_url, grpc_url), model, args.protocol, concurrency))
         finally:
             for process, _, _ in servers.values():
                 process.send_signal(signal.SIGTERM)
@@ -196,12 +212,13 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} at the end; {args.runs} runs, medians")
     print(f"in-process torch, best: {limit:,.0f} rows/s (runs: "
           f"{'; '.join(f'{r:,.0f} at {where}' for r, where in limits)})")
-    print(f"| tritonctl serve ({args.protocol}) | concurrency | infer/s | p99 ms | vs in-process torch |")
-    print("|---|---|---|---|---|")
+    print(f"| tritonctl serve ({args.protocol}) | concurrency | infer/s | p99 ms | avg batch | compute ms/batch "
+          "| vs in-process torch |")
+    print("|---|---|---|---|---|---|---|")
     for (model, concurrency), points in served.items():
-        rate = statistics.median(r for r, _ in points)
-        p99 = statistics.median(p for _, p in points)
-        print(f"| {models[model][1]} | {concurrency} | {rate:,.0f} | {p99:.2f} | {rate / limit:.2f}x |")
+        rate, p99, batch, compute_ms = (statistics.median(point[i] for point in points) for i in range(4))
+        print(f"| {models[model][1]} | {concurrency} | {rate:,.0f} | {p99:.2f} | {batch:.1f} | {compute_ms:.2f} "
+              f"| {rate / limit:.2f}x |")
 
 
 if __name__ == "__main__":
