@@ -211,8 +211,8 @@ def success_repo(tmp_path_factory):
 
 def test_the_11_loading_qa_cases_are_clean(success_repo, capsys):
     assert sorted(p.name for p in success_repo.iterdir()) == sorted(SUCCESS_MODELS)
-    status, out, _ = cli(capsys, "validate", str(success_repo), "--strict", "--color", "never")
-    assert status == 0, out
+    status, out, err = cli(capsys, "validate", str(success_repo), "--strict", "--color", "never")
+    assert status == 0, out + err
     assert "error[" not in out and "warning[" not in out
 
 
