@@ -12,7 +12,9 @@ served with dynamic batching (max_batch_size 32, max_queue_delay 500 us) on one 
 as TorchScript with torch's default intra-op threads and, in a second server process (the count
 is process-wide), with INTRA_OP_THREAD_COUNT 1 on one and on two instances; and as ONNX (torch.onnx.export of the same
 weights) in the first server. Each server idles while another is measured. Load: `tritonctl
-perf`'s load generator (batch-1 requests, this process) at each concurrency. The in-process
+perf`'s load generator (batch-1 requests, this process) at each concurrency, or with `--load raw`
+bench_serve.py's (one request serialized once and sent again and again), which takes less of the
+CPU the served model shares. The in-process
 limit: the scripted module called under torch.inference_mode in a fresh process, at batch 1, 8,
 16 and 32, with 1 and 2 intra-op threads and OpenMP's active and passive wait policies: rows per
 second of the best combination (1, 2 and torch's default thread count). Servers and limit take
@@ -152,20 +154,50 @@ def batch_counts(http_url: str, model: str) -> tuple[int, int, int, int]:
     return stats["inference_count"], stats["execution_count"], compute["ns"], compute["count"]
 
 
-def served_rate(urls: tuple[str, str], model: str, protocol: str, concurrency: int) -> tuple[float, float, float, float]:
-    """Throughput, p99 ms, the average batch and the milliseconds of an execution's compute."""
+def perf_load(url: str, model: str, outputs: list[str], protocol: str, concurrency: int) -> tuple[float, float]:
+    """Throughput and p99 ms from `tritonctl perf`'s load generator (stable windows of 2 s)."""
     from tritonctl.perf.options import PerfOptions
     from tritonctl.perf.run import run_perf
 
-    http_url, grpc_url = urls
-    before = batch_counts(http_url, model)
-    result = run_perf(PerfOptions(model, url=grpc_url if protocol == "grpc" else http_url, protocol=protocol,
-                                  concurrency=(concurrency,), measurement_interval_ms=2000, stability_percentage=10,
-                                  max_trials=6, warmup_requests=200))
-    inferences, executions, compute_ns, compute_count = (b - a for a, b in zip(before, batch_counts(http_url, model)))
+    result = run_perf(PerfOptions(model, url=url, protocol=protocol, concurrency=(concurrency,),
+                                  measurement_interval_ms=2000, stability_percentage=10, max_trials=6,
+                                  warmup_requests=200))
     level = result.levels[0]
-    return (level.throughput, level.percentiles_us[99] / 1000, inferences / max(executions, 1),
-            compute_ns / max(compute_count, 1) / 1e6)
+    return level.throughput, level.percentiles_us[99] / 1000
+
+
+def raw_load(url: str, model: str, outputs: list[str], protocol: str, concurrency: int,
+             seconds: float = 6.0) -> tuple[float, float]:
+    """Throughput and p99 ms from bench_serve.py's load generator: one request serialized once and
+    sent again and again (1 s of warm-up, then ``seconds``), which takes the machine's CPU less."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_serve import Workload, grpc_request_bytes, http_request_bytes, run_load
+
+    request = {"x": np.random.default_rng(0).random((1, 256), dtype=np.float32)}
+    workload = Workload(model, None, request, outputs, "")
+    payload = grpc_request_bytes(workload) if protocol == "grpc" else http_request_bytes(workload)
+    port = int(url.rsplit(":", 1)[1])
+    run_load(protocol, port, payload, concurrency, 1.0)
+    latencies = sorted(run_load(protocol, port, payload, concurrency, seconds))
+    return len(latencies) / seconds, latencies[int(0.99 * (len(latencies) - 1))] * 1000
+
+
+LOADS = {"perf": perf_load, "raw": raw_load}
+
+
+def served_rate(urls: tuple[str, str], model: str, protocol: str, concurrency: int,
+                load: str = "perf") -> tuple[float, float, float, float]:
+    """Throughput, p99 ms, the average batch and the milliseconds of an execution's compute."""
+    import tritonclient.http as httpclient
+
+    http_url, grpc_url = urls
+    outputs = [o["name"] for o in httpclient.InferenceServerClient(http_url).get_model_metadata(model)["outputs"]]
+    before = batch_counts(http_url, model)
+    rate, p99 = LOADS[load](grpc_url if protocol == "grpc" else http_url, model, outputs, protocol, concurrency)
+    inferences, executions, compute_ns, compute_count = (b - a for a, b in zip(before, batch_counts(http_url, model)))
+    return rate, p99, inferences / max(executions, 1), compute_ns / max(compute_count, 1) / 1e6
 
 
 def main() -> None:
@@ -174,6 +206,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--load", choices=sorted(LOADS), default="perf",
+                        help="the load generator: `tritonctl perf` (perf), or one request serialized once and sent "
+                             "again and again (raw, bench_serve.py's), which leaves the served model more CPU")
     parser.add_argument("--limit-seconds", type=float, default=1.0, help="time per in-process combination")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: KIND_GPU instances, and the in-process limit on the GPU")
@@ -199,7 +234,7 @@ def main() -> None:
                     _, http_url, grpc_url = servers[server]
                     for concurrency in args.concurrency:
                         served[(model, concurrency)].append(
-                            served_rate((http_url, grpc_url), model, args.protocol, concurrency))
+                            served_rate((http_url, grpc_url), model, args.protocol, concurrency, args.load))
         finally:
             for process, _, _ in servers.values():
                 process.send_signal(signal.SIGTERM)
