@@ -4,7 +4,11 @@ through a load request's config override), and the parameters it applies."""
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -141,6 +145,7 @@ def test_parameters_are_logged_in_tritons_words(tmp_path, caplog):
 
 THREAD_COUNT_PROBE = """
 import ctypes, glob, os, sys, threading
+from pathlib import Path
 import numpy as np, torch
 from google.protobuf import text_format
 from tritonctl.repo_schema.schema import model_config_pb2
@@ -150,7 +155,7 @@ from tritonctl.serve.core.backend_api import InstanceSpec
 version = sys.argv[1]
 config = text_format.Parse(sys.argv[2], model_config_pb2().ModelConfig())
 gomp = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*"))[0])
-model = PyTorchBackend(config, __import__("pathlib").Path(version), InstanceSpec("m_0", "KIND_CPU"))
+model = PyTorchBackend(config, Path(version), InstanceSpec("m_0", "KIND_CPU"))
 seen = []
 
 def instance_thread():  # as the server's: a thread of its own, which torch never saw
@@ -168,11 +173,6 @@ def test_an_instance_thread_runs_with_the_configured_intra_op_thread_count(tmp_p
     """OpenMP's and MKL's counts are per thread: INTRA_OP_THREAD_COUNT must reach the thread that
     runs forward(), not only the one that loaded the model (in a process of its own: the count is
     the process's)."""
-    import glob
-    import os
-    import subprocess
-    import sys
-
     if not glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*")):
         pytest.skip("this torch does not run on GNU OpenMP (torch/lib/libgomp*)")
     if (os.cpu_count() or 1) < 2:
