@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+from http.client import HTTPException
 from pathlib import Path
 
 import numpy as np
@@ -189,6 +190,26 @@ def _loads(client, models=tuple(EXPECTED_LOADS)) -> dict:
     return answers
 
 
+def _triton_loads(triton: TritonServer, models) -> dict:
+    """``_loads`` on the real Triton, each load on a server that is up: Triton 2.51 at times stops
+    with a segmentation fault after a load whose warmup failed, and the load that found it gone
+    runs again, once, on a fresh server."""
+    answers = {}
+    for model in models:
+        for attempt in range(2):
+            client = httpclient.InferenceServerClient(f"127.0.0.1:{triton.http_port}")
+            try:
+                answers.update(_loads(client, [model]))
+                break
+            except (HTTPException, ConnectionError):  # the connection closed: the server has gone
+                if attempt:
+                    raise
+                triton.restart()
+            finally:
+                client.close()
+    return answers
+
+
 def _load_answers_match(answers: dict) -> None:
     for model, answer in answers.items():
         expected = EXPECTED_LOADS[model]
@@ -264,9 +285,10 @@ def test_statistics_and_refusals_match_triton(repo, tmp_path):
         for model in EXPECTED_STATS:
             client.load_model(model)
             stats[model] = _stats(client, model)
-        # Triton 2.51 at times stops with a segmentation fault once a warmup sample's execute()
-        # raised ("raising"; 1 run in about 6 here): that load is left out of its run.
-        answers = _loads(client, [model for model in EXPECTED_LOADS if model != "raising"])
         client.close()
+        # Triton 2.51 at times stops with a segmentation fault once a warmup sample's execute()
+        # raised ("raising"; 1 run in about 6 here, during its own load): that load is left out of
+        # its run. It has also gone once after another of these loads had been answered.
+        answers = _triton_loads(triton, [model for model in EXPECTED_LOADS if model != "raising"])
     assert stats == EXPECTED_STATS
     _load_answers_match(answers)
