@@ -42,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_serve's load generator, for --load raw
 
 CONFIG = """
 backend: "{backend}"
@@ -172,7 +173,6 @@ def raw_load(url: str, model: str, outputs: list[str], protocol: str, concurrenc
     sent again and again (1 s of warm-up, then ``seconds``), which takes the machine's CPU less."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_serve import Workload, grpc_request_bytes, http_request_bytes, run_load
 
     request = {"x": np.random.default_rng(0).random((1, 256), dtype=np.float32)}
